@@ -1,0 +1,112 @@
+"""Atomic, deterministic writing of the workflow's artifacts.
+
+Every artifact is written to a temporary sibling path and renamed into place only
+when complete, so an interrupted job never leaves a file that looks finished.
+Parquet tables carry an ``attnscope`` metadata entry (JSON) with the config digest
+of the values that produced them; the same inputs give the same bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+METADATA_KEY = b"attnscope"
+
+
+def canonical_json(obj: Any) -> str:
+    """JSON with sorted keys and no whitespace variance: the input of every digest."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def config_digest(*parts: Any) -> str:
+    """Short sha256 of the canonical JSON of ``parts`` (params and upstream digests)."""
+    return hashlib.sha256(canonical_json(list(parts)).encode()).hexdigest()[:16]
+
+
+def _tmp_sibling(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary sibling of ``path``; rename it to ``path`` on success.
+
+    Works for files and directories (Zarr stores). On any exception the temporary
+    path is removed and ``path`` is left as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _tmp_sibling(path)
+    _remove(tmp)
+    try:
+        yield tmp
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    finally:
+        _remove(tmp)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def write_parquet(df: pd.DataFrame, path: str | os.PathLike, metadata: Mapping[str, Any]) -> None:
+    """Write ``df`` (index dropped) atomically with ``metadata`` stored as JSON."""
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    schema_meta = dict(table.schema.metadata or {})
+    schema_meta[METADATA_KEY] = canonical_json(dict(metadata)).encode()
+    table = table.replace_schema_metadata(schema_meta)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+
+
+def read_parquet_metadata(path: str | os.PathLike) -> dict[str, Any]:
+    """The ``attnscope`` metadata written by :func:`write_parquet`."""
+    meta = pq.read_schema(path).metadata or {}
+    if METADATA_KEY not in meta:
+        raise ValueError(f"{path}: not an attnscope table (no '{METADATA_KEY.decode()}' metadata)")
+    return json.loads(meta[METADATA_KEY])
+
+
+def write_text(text: str, path: str | os.PathLike) -> None:
+    """Write ``text`` atomically (UTF-8)."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_json(obj: Any, path: str | os.PathLike) -> None:
+    """Write ``obj`` as indented, key-sorted JSON atomically."""
+    write_text(json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n", path)
+
+
+def setup_script_logging(log_path: str | os.PathLike | None) -> logging.Logger:
+    """Log to the rule's ``log:`` file and to stderr; return the ``attnscope`` logger."""
+    logger = logging.getLogger("attnscope")
+    logger.setLevel(logging.INFO)
+    logger.handlers.clear()
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(message)s")
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_path:
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(log_path, mode="w", encoding="utf-8"))
+    for handler in handlers:
+        handler.setFormatter(fmt)
+        logger.addHandler(handler)
+    return logger
