@@ -36,6 +36,15 @@ def config_digest(*parts: Any) -> str:
     return hashlib.sha256(canonical_json(list(parts)).encode()).hexdigest()[:16]
 
 
+def file_digest(path: str | os.PathLike) -> str:
+    """Short sha256 of a file's bytes (an input's content in a config digest)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
+
+
 def _tmp_sibling(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")
 
@@ -110,3 +119,19 @@ def setup_script_logging(log_path: str | os.PathLike | None) -> logging.Logger:
         handler.setFormatter(fmt)
         logger.addHandler(handler)
     return logger
+
+
+def markdown_table(df: pd.DataFrame, floatfmt: str = ".4g") -> str:
+    """A GitHub-flavoured Markdown table of ``df`` (``|`` and newlines in cells escaped)."""
+
+    def cell(value: Any) -> str:
+        if isinstance(value, float):
+            text = "" if value != value else format(value, floatfmt)
+        else:
+            text = "" if value is None else str(value)
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    header = "| " + " | ".join(cell(c) for c in df.columns) + " |"
+    rule = "|" + "|".join("---" for _ in df.columns) + "|"
+    rows = ["| " + " | ".join(cell(v) for v in record) + " |" for record in df.itertuples(index=False)]
+    return "\n".join([header, rule, *rows]) + "\n"

@@ -1,0 +1,43 @@
+"""attnscope: attention maps, weight spectra and ablations of an instruction-tuned LLM
+on few-shot crossword-clue generation (the thesis's chapter 8 as a cached DAG).
+
+    snakemake --cores 2                 # the default run (config.yaml)
+    snakemake --cores 2 clues           # a named target: data, prompts, clues, ...
+    snakemake -n                        # what would run
+
+The config is validated (schemas/config.schema.yaml, then cross-checks) before any job.
+"""
+
+from pathlib import Path
+
+from snakemake.utils import min_version
+
+from attnscope import config as attnscope_config
+from attnscope import variants as attnscope_variants
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+for _configfile in workflow.configfiles:
+    attnscope_config.check_duplicate_keys(_configfile)
+attnscope_config.validate(config, Path(workflow.basedir, "schemas", "config.schema.yaml"))
+PLAN = attnscope_config.plan(config)
+
+
+include: "rules/common.smk"
+include: "rules/data.smk"
+include: "rules/models.smk"
+include: "rules/prompts.smk"
+include: "rules/generate.smk"
+include: "rules/theory.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        rules.data.input,
+        rules.clues.input,
+        rules.theory_checks.output,

@@ -1,0 +1,19 @@
+# Model preparation: the embedded GGUF dequantized and cached as safetensors, tiny random
+# models built from their seed, hub/local models recorded (see attnscope.models).
+
+
+rule prepare_model:
+    output:
+        manifest="results/models/{model}/manifest.json",
+    params:
+        spec=lambda wc: attnscope_config.model_build_spec(model_spec(wc)),
+    log:
+        "results/logs/prepare_model/{model}.log",
+    benchmark:
+        "results/benchmarks/prepare_model/{model}.tsv"
+    threads: workflow.cores
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../scripts/prepare_model.py"

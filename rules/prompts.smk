@@ -1,0 +1,29 @@
+# Few-shot prompts per experiment, rendered with each model's chat template.
+
+
+rule build_prompts:
+    input:
+        clues="results/data/clues.parquet",
+        manifest="results/models/{model}/manifest.json",
+        target_files=lambda wc: PLAN.target_files[wc.experiment],
+    output:
+        prompts="results/prompts/{model}/{experiment}.parquet",
+    params:
+        experiment=lambda wc: config["experiments"][wc.experiment],
+        targets=lambda wc: PLAN.targets[wc.experiment],
+        system_prompt=config["prompts"]["system_prompt"],
+        chat_template=lambda wc: model_spec(wc)["chat_template"],
+    log:
+        "results/logs/build_prompts/{model}/{experiment}.log",
+    benchmark:
+        "results/benchmarks/build_prompts/{model}/{experiment}.tsv"
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    script:
+        "../scripts/build_prompts.py"
+
+
+rule prompts:
+    input:
+        sorted(set(runs("results/prompts/{model}/{experiment}.parquet"))),

@@ -1,0 +1,18 @@
+# Monte-Carlo checks of the thesis's formulas (docs/theory.md); config section `theory:`.
+
+
+rule theory_checks:
+    output:
+        table="results/theory/checks.parquet",
+        markdown="results/theory/checks.md",
+    params:
+        theory=lambda wc: config["theory"],
+    log:
+        "results/logs/theory_checks.log",
+    benchmark:
+        "results/benchmarks/theory_checks.tsv"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    script:
+        "../scripts/theory_checks.py"

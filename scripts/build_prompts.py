@@ -1,0 +1,30 @@
+"""Rule build_prompts: clues + a model's tokenizer → results/prompts/{model}/{experiment}.parquet."""
+
+from pathlib import Path
+
+import pandas as pd
+
+from attnscope import io, models, prompts
+
+log = io.setup_script_logging(snakemake.log[0])
+p = snakemake.params
+model_dir = Path(snakemake.input.manifest).parent
+tokenizer = models.load_tokenizer(model_dir, p.chat_template)
+clues = pd.read_parquet(snakemake.input.clues)
+table = prompts.build_prompts(
+    clues, snakemake.wildcards.experiment, p.experiment, p.targets, tokenizer, system_prompt=p.system_prompt
+)
+log.info("%d prompts, %d-%d tokens", len(table), table["n_tokens"].min(), table["n_tokens"].max())
+digest = io.config_digest(
+    p.experiment,
+    p.targets,
+    p.system_prompt,
+    p.chat_template,
+    io.read_parquet_metadata(snakemake.input.clues)["config_digest"],
+    models.read_manifest(model_dir)["spec_digest"],
+)
+io.write_parquet(
+    table,
+    snakemake.output.prompts,
+    {"config_digest": digest, "stage": "build_prompts", "model": snakemake.wildcards.model},
+)

@@ -1,0 +1,58 @@
+"""Rule generate_clues: prompts + model variant → generated clues, scores and timings."""
+
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from attnscope import generation, io, models
+
+log = io.setup_script_logging(snakemake.log[0])
+torch.set_num_threads(snakemake.threads)
+p = snakemake.params
+prompt_table = pd.read_parquet(snakemake.input.prompts)
+loaded = models.load_model(
+    Path(snakemake.input.manifest).parent,
+    snakemake.wildcards.variant,
+    device=p.load["device"],
+    dtype=p.load["dtype"],
+    quantization=p.load["quantization"],
+    chat_template=p.load["chat_template"],
+)
+generation.check_context(prompt_table, p.generation["max_new_tokens"], loaded.manifest)
+log.info(
+    "generating %d clues with %s/%s on %s", len(prompt_table), loaded.name, loaded.variant, loaded.device
+)
+results = generation.generate(
+    loaded.model,
+    loaded.tokenizer,
+    list(prompt_table["input_ids"]),
+    p.generation["max_new_tokens"],
+    p.generation["batch_size"],
+)
+clues = generation.clue_table(prompt_table, results)
+summary = generation.summarize(clues)
+digest = io.config_digest(
+    p.generation,
+    p.load,
+    snakemake.wildcards.variant,
+    io.read_parquet_metadata(snakemake.input.prompts)["config_digest"],
+)
+meta = {
+    "config_digest": digest,
+    "stage": "generate_clues",
+    "model": loaded.name,
+    "variant": loaded.variant,
+    "notes": loaded.notes,
+}
+io.write_parquet(clues, snakemake.output.clues, meta)
+io.write_json({**meta, **summary}, snakemake.output.summary)
+timing = pd.DataFrame(
+    {
+        "prompt_id": clues["prompt_id"],
+        "target": clues["target"],
+        "seconds": [round(r.seconds, 3) for r in results],
+    }
+)
+io.write_text(timing.to_csv(sep="\t", index=False), snakemake.output.timing)
+log.info("summary: %s", summary)

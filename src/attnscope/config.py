@@ -1,0 +1,208 @@
+"""Config validation before any job runs: the JSON schema, then cross-checks.
+
+The schema (``schemas/config.schema.yaml``) catches unknown keys, wrong types and
+out-of-range values and fills defaults; :func:`plan` then checks what the schema
+cannot (model keys, clue pools large enough for k, target lists, variant names) and
+resolves the run: which models, targets and variants each experiment has. Every
+error names the config key. This module must stay cheap to import: the Snakefile
+runs it on every invocation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from attnscope import data, variants
+
+
+class ConfigError(ValueError):
+    """An invalid config; the message names the offending key."""
+
+
+@dataclass
+class Plan:
+    """What the workflow runs, resolved from a valid config."""
+
+    models: list[str]
+    targets: dict[str, list[str]] = field(default_factory=dict)
+    target_files: dict[str, list[str]] = field(default_factory=dict)
+    variants: dict[str, list[str]] = field(default_factory=dict)
+
+
+def dotted(path: Any) -> str:
+    """``['experiments', 'a', 'k']`` → ``experiments.a.k`` (list indices as ``[i]``)."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A YAML loader that refuses duplicate mapping keys (YAML silently keeps the last)."""
+
+
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise ConfigError(
+                f"{node.start_mark.name}:{key_node.start_mark.line + 1}: duplicate key {key!r} "
+                f"(first on line {seen[key]}); each key, e.g. each experiment name, may appear once"
+            )
+        seen[key] = key_node.start_mark.line + 1
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def check_duplicate_keys(path: str | Path) -> None:
+    """Raise :class:`ConfigError` if a YAML config file repeats a key."""
+    with open(path, encoding="utf-8") as handle:
+        yaml.load(handle, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
+
+
+def load_schema(path: str | Path) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def validate(config: dict[str, Any], schema_path: str | Path) -> None:
+    """Check ``config`` against the schema (all errors, with key paths), then fill defaults."""
+    from snakemake.utils import validate as snakemake_validate
+
+    schema = load_schema(schema_path)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        lines = [f"  {dotted(e.absolute_path)}: {_message(e)}" for e in errors]
+        raise ConfigError("invalid config:\n" + "\n".join(lines))
+    snakemake_validate(config, str(schema_path), set_default=True)
+
+
+def _message(error: jsonschema.ValidationError) -> str:
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        return f"{error.message}; allowed keys: {', '.join(allowed)}" if allowed else error.message
+    return error.message
+
+
+def selected_models(config: dict[str, Any]) -> list[str]:
+    """The ``model:`` key(s), each checked against ``models:``."""
+    chosen = config["model"] if isinstance(config["model"], list) else [config["model"]]
+    for name in chosen:
+        if name not in config["models"]:
+            raise ConfigError(
+                f"model: unknown model key {name!r}; defined in models: {', '.join(config['models'])}"
+            )
+    return chosen
+
+
+def check_model_spec(name: str, spec: dict[str, Any]) -> None:
+    """Keys a model source needs, beyond what the schema can say."""
+    needed = {"hub": "id", "path": "path"}.get(spec["source"])
+    if needed and not spec.get(needed):
+        raise ConfigError(f"models.{name}.{needed}: required for source: {spec['source']}")
+    if spec["source"] == "path" and not Path(spec["path"]).is_dir():
+        raise ConfigError(f"models.{name}.path: {spec['path']} is not a directory")
+    if spec["source"] == "tiny-random" and spec["num_heads"] % spec["num_kv_heads"]:
+        raise ConfigError(f"models.{name}.num_kv_heads: must divide num_heads ({spec['num_heads']})")
+
+
+def read_targets(path: str | Path, key: str) -> list[str]:
+    """One target word per line (blank lines and ``#`` comments skipped)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{key}: cannot read target list {path} ({exc})") from exc
+    words = [line.strip() for line in text.splitlines()]
+    return [w for w in words if w and not w.startswith("#")]
+
+
+def plan(config: dict[str, Any]) -> Plan:
+    """Cross-check a schema-valid config and resolve models, targets and variants."""
+    result = Plan(models=selected_models(config))
+    for name in result.models:
+        check_model_spec(name, config["models"][name])
+    try:
+        clues, _ = data.import_clues(config["data"]["clue_files"])
+    except data.ClueImportError as exc:
+        raise ConfigError(f"data.clue_files: {exc}") from exc
+    pools = {cat: list(group["word"]) for cat, group in clues.groupby("category")}
+    for exp_name, spec in config["experiments"].items():
+        key = f"experiments.{exp_name}"
+        category = spec["category"]
+        if category not in pools:
+            known = ", ".join(sorted(pools)) or "none"
+            raise ConfigError(f"{key}.category: no accepted clues for {category!r} (categories: {known})")
+        if spec["targets"] is not None:
+            targets, files = list(spec["targets"]), []
+        elif category in config["data"]["targets"]:
+            path = config["data"]["targets"][category]
+            targets, files = read_targets(path, f"data.targets.{category}"), [path]
+        else:
+            raise ConfigError(
+                f"{key}.targets: no target words; list them here or add data.targets.{category}: <file>"
+            )
+        if spec["n_targets"] is not None:
+            targets = targets[: spec["n_targets"]]
+        if not targets:
+            raise ConfigError(f"{key}.targets: the target list is empty")
+        duplicates = sorted({t for t in targets if [x.casefold() for x in targets].count(t.casefold()) > 1})
+        if duplicates:
+            raise ConfigError(f"{key}.targets: repeated target words {duplicates}")
+        pool = pools[category]
+        for target in targets:
+            usable = sum(w.casefold() != target.casefold() for w in pool)
+            if usable < spec["k"]:
+                raise ConfigError(
+                    f"{key}.k: category {category!r} has {len(pool)} clues, {usable} besides target "
+                    f"{target!r}; k={spec['k']} shots need at least {spec['k'] + 1} clues in the category"
+                )
+        for i, variant in enumerate(spec["variants"]):
+            try:
+                variants.parse(variant)
+            except ValueError as exc:
+                raise ConfigError(f"{key}.variants[{i}]: {exc}") from exc
+        result.targets[exp_name] = targets
+        result.target_files[exp_name] = files
+        result.variants[exp_name] = list(dict.fromkeys(spec["variants"]))
+    return result
+
+
+LOAD_OPTIONS = ("device", "dtype", "quantization", "chat_template")
+
+
+BUILD_KEYS = {
+    "embedded": ("package", "gguf_file"),
+    "hub": ("id",),
+    "path": ("path",),
+    "tiny-random": (
+        "architecture",
+        "tokenizer",
+        "hidden_size",
+        "intermediate_size",
+        "num_layers",
+        "num_heads",
+        "num_kv_heads",
+        "max_position_embeddings",
+        "initializer_range",
+        "seed",
+    ),
+}
+
+
+def model_build_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """The keys of a model spec that decide its prepared weights (not how they are run)."""
+    return {"source": spec["source"], **{k: spec[k] for k in BUILD_KEYS[spec["source"]]}}
+
+
+def model_load_options(spec: dict[str, Any]) -> dict[str, Any]:
+    """The part of a model spec that decides how a job runs the model."""
+    return {k: spec[k] for k in LOAD_OPTIONS}

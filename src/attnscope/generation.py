@@ -1,0 +1,206 @@
+"""Greedy clue generation, batched, and the thesis's post-processing and scores.
+
+Prompts are grouped by length (little padding) and left-padded; finished rows leave
+the batch and the KV cache at once, so a batch runs only as long as its unfinished
+rows need. Greedy decoding of a batch gives the same tokens as one prompt at a time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import sacrebleu
+import torch
+from tqdm.auto import tqdm
+from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
+
+from attnscope.data import answer_in_clue
+from attnscope.prompts import END_MARK
+
+STOP_MARK = "stop_mark"  # the model wrote "#"
+EOS = "eos"  # the model ended its turn
+MAX_NEW_TOKENS = "max_new_tokens"
+
+
+@dataclass
+class Generation:
+    """One prompt's greedy continuation."""
+
+    generated_ids: list[int]
+    raw_text: str
+    clue: str
+    stop_reason: str
+    seconds: float
+
+
+def postprocess(raw_text: str) -> str:
+    """The thesis's clean-up: text before ``#``, its first line, stripped."""
+    return raw_text.split(END_MARK, 1)[0].strip().split("\n", 1)[0].strip()
+
+
+def stop_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> set[int]:
+    """End-of-turn ids: the tokenizer's EOS and the model's generation EOS ids."""
+    ids = {tokenizer.eos_token_id}
+    configured = getattr(model.generation_config, "eos_token_id", None)
+    ids.update(configured if isinstance(configured, list) else [configured])
+    return {i for i in ids if i is not None}
+
+
+def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Indices grouped into batches of similar length (stable sort by length)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+@torch.inference_mode()
+def generate_batch(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[Sequence[int]],
+    max_new_tokens: int,
+) -> list[Generation]:
+    """Greedy-decode left-padded prompts until ``#``, end of turn or ``max_new_tokens``."""
+    device = model.device
+    stop_ids = stop_token_ids(model, tokenizer)
+    width = max(len(p) for p in prompts)
+    pad = tokenizer.pad_token_id
+    input_ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts], device=device)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    cache = DynamicCache()
+    active = list(range(len(prompts)))
+    generated: list[list[int]] = [[] for _ in prompts]
+    results: list[Generation | None] = [None] * len(prompts)
+    start = time.perf_counter()
+    step_ids = input_ids
+    for step in range(max_new_tokens):
+        logits = model(
+            input_ids=step_ids,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+        ).logits[:, -1]
+        next_ids = logits.argmax(-1).tolist()
+        keep = []
+        for row, (index, token) in enumerate(zip(active, next_ids)):
+            generated[index].append(token)
+            text = tokenizer.decode(generated[index], skip_special_tokens=True)
+            reason = (
+                EOS
+                if token in stop_ids
+                else STOP_MARK
+                if END_MARK in text
+                else MAX_NEW_TOKENS
+                if step + 1 == max_new_tokens
+                else None
+            )
+            if reason is None:
+                keep.append(row)
+            else:
+                results[index] = Generation(
+                    generated[index], text, postprocess(text), reason, time.perf_counter() - start
+                )
+        if not keep:
+            break
+        rows = torch.tensor(keep, device=device)
+        if len(keep) < len(active):
+            cache.batch_select_indices(rows)
+        active = [active[r] for r in keep]
+        step_ids = torch.tensor([[next_ids[r]] for r in keep], device=device)
+        mask = torch.cat([mask[rows], torch.ones(len(keep), 1, dtype=mask.dtype, device=device)], dim=1)
+        positions = positions[rows, -1:] + 1
+    return [r for r in results if r is not None]
+
+
+def generate(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    batch_size: int = 8,
+    progress: bool = True,
+) -> list[Generation]:
+    """Greedy generations for ``prompts`` in input order, batched by length."""
+    results: list[Generation | None] = [None] * len(prompts)
+    batches = length_batches([len(p) for p in prompts], batch_size)
+    with tqdm(total=len(prompts), desc="generate", unit="prompt", disable=not progress) as bar:
+        for batch in batches:
+            for index, result in zip(
+                batch, generate_batch(model, tokenizer, [prompts[i] for i in batch], max_new_tokens)
+            ):
+                results[index] = result
+            bar.update(len(batch))
+    return [r for r in results if r is not None]
+
+
+def check_context(prompt_table: pd.DataFrame, max_new_tokens: int, manifest: dict) -> None:
+    """Refuse prompts that with ``max_new_tokens`` exceed the model's context window."""
+    limit = manifest["max_position_embeddings"]
+    too_long = prompt_table[prompt_table["n_tokens"] + max_new_tokens > limit]
+    if len(too_long):
+        row = too_long.iloc[0]
+        raise ValueError(
+            f"experiments.{row['experiment']}: the prompt for target {row['target']!r} has {row['n_tokens']} "
+            f"tokens; with generation.max_new_tokens={max_new_tokens} it exceeds the context of "
+            f"{manifest['name']} ({limit} tokens). Lower k or max_new_tokens."
+        )
+
+
+def clue_table(prompt_table: pd.DataFrame, generations: Sequence[Generation]) -> pd.DataFrame:
+    """Per prompt: target, generated clue, raw text, tokens, stop reason and scores."""
+    table = prompt_table[
+        ["prompt_index", "prompt_id", "experiment", "category", "k", "target", "reference_clue"]
+    ].copy()
+    table["clue"] = [g.clue for g in generations]
+    table["raw_text"] = [g.raw_text for g in generations]
+    table["generated_ids"] = [g.generated_ids for g in generations]
+    table["n_generated"] = [len(g.generated_ids) for g in generations]
+    table["stop_reason"] = [g.stop_reason for g in generations]
+    table["format_ok"] = table["stop_reason"] == STOP_MARK
+    table["answer_leak"] = [answer_in_clue(t, c) for t, c in zip(table["target"], table["clue"])]
+    table["clue_words"] = [len(c.split()) for c in table["clue"]]
+    table["chrf"] = [
+        sacrebleu.sentence_chrf(c, [r]).score if isinstance(r, str) else np.nan
+        for c, r in zip(table["clue"], table["reference_clue"])
+    ]
+    return table
+
+
+def summarize(clues: pd.DataFrame) -> dict[str, float | int]:
+    """Per-experiment scores: format compliance, answer leaks, length, chrF to the reference."""
+    with_reference = clues.dropna(subset=["reference_clue"])
+    corpus_chrf = (
+        sacrebleu.corpus_chrf(list(with_reference["clue"]), [list(with_reference["reference_clue"])]).score
+        if len(with_reference)
+        else None
+    )
+    return {
+        "prompts": int(len(clues)),
+        "format_compliance": float(clues["format_ok"].mean()),
+        "answer_leak_rate": float(clues["answer_leak"].mean()),
+        "empty_clue_rate": float((clues["clue"] == "").mean()),
+        "mean_clue_words": float(clues["clue_words"].mean()),
+        "mean_generated_tokens": float(clues["n_generated"].mean()),
+        "with_reference": int(len(with_reference)),
+        "mean_sentence_chrf": float(with_reference["chrf"].mean()) if len(with_reference) else None,
+        "corpus_chrf": corpus_chrf,
+    }
+
+
+def thesis_table(clues: pd.DataFrame) -> pd.DataFrame:
+    """The thesis's table A.1-A.3 layout: word and generated clue, plus reference and checks."""
+    return pd.DataFrame(
+        {
+            "Word": clues["target"],
+            "Generated Clue": clues["clue"],
+            "Reference Clue": clues["reference_clue"],
+            "Ended with #": clues["format_ok"],
+            "Answer leaked": clues["answer_leak"],
+            "chrF": clues["chrf"].round(1),
+        }
+    )

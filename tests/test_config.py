@@ -1,0 +1,157 @@
+"""Config validation: schema errors and cross-checks name the key, before any job runs."""
+
+import copy
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from attnscope import config as cfg
+from tests.conftest import REPO
+
+SCHEMA = REPO / "schemas" / "config.schema.yaml"
+
+
+def default_config() -> dict:
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    for entry in config["data"]["clue_files"]:
+        entry["path"] = str(REPO / entry["path"])
+    config["data"]["targets"] = {c: str(REPO / p) for c, p in config["data"]["targets"].items()}
+    return config
+
+
+def checked(config: dict) -> cfg.Plan:
+    cfg.validate(config, SCHEMA)
+    return cfg.plan(config)
+
+
+def test_default_config_is_valid_and_gets_defaults():
+    config = default_config()
+    del config["generation"]
+    plan = checked(config)
+    assert config["generation"] == {"max_new_tokens": 32, "batch_size": 8}
+    assert config["models"]["smollm2"]["quantization"] == "none"
+    assert config["data"]["clue_files"][0]["format"] == "auto"
+    assert plan.models == ["smollm2"]
+    assert plan.targets["animals-k3"][:3] == ["Ant", "Bee", "Fox"] and len(plan.targets["animals-k3"]) == 30
+    assert plan.variants["animals-k5"] == ["trained"]
+
+
+def mutated(path: list, value) -> dict:
+    config = default_config()
+    node = config
+    for key in path[:-1]:
+        node = node[key]
+    if value is KeyError:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return config
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (
+            ["experiments", "animals-k3", "shots"],
+            3,
+            r"experiments\.animals-k3: Additional properties.*'shots'",
+        ),
+        (["generation", "batchsize"], 8, r"generation: Additional properties.*allowed keys: batch_size"),
+        (["verbose"], True, r"\(top level\): Additional properties"),
+        (
+            ["experiments", "animals-k3", "k"],
+            "3",
+            r"experiments\.animals-k3\.k: '3' is not of type 'integer'",
+        ),
+        (
+            ["experiments", "animals-k3", "k"],
+            0,
+            r"experiments\.animals-k3\.k: 0 is less than the minimum of 1",
+        ),
+        (["generation", "max_new_tokens"], -1, r"generation\.max_new_tokens: -1 is less than"),
+        (["models", "smollm2", "dtype"], "fp8", r"models\.smollm2\.dtype: 'fp8' is not one of"),
+        (["data", "clue_files"], KeyError, r"data: 'clue_files' is a required property"),
+    ],
+)
+def test_schema_errors_name_the_key(path, value, message):
+    with pytest.raises(cfg.ConfigError, match=message):
+        checked(mutated(path, value))
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (["model"], "gpt5", r"model: unknown model key 'gpt5'"),
+        (
+            ["experiments", "animals-k3", "k"],
+            74,
+            r"experiments\.animals-k3\.k: category 'Animals' has 74 clues",
+        ),
+        (
+            ["experiments", "animals-k3", "category"],
+            "Birds",
+            r"experiments\.animals-k3\.category: no accepted clues",
+        ),
+        (
+            ["experiments", "animals-k3", "variants"],
+            ["trained", "qkscale-a0"],
+            r"experiments\.animals-k3\.variants\[1\]: .*alpha must be > 0",
+        ),
+        (["experiments", "animals-k3", "variants"], ["scaled"], r"variants\[0\]: unknown variant 'scaled'"),
+        (["experiments", "animals-k3", "targets"], ["Ant", "ant"], r"repeated target words"),
+        (["models", "mistral7b", "id"], KeyError, None),
+    ],
+)
+def test_cross_check_errors_name_the_key(path, value, message):
+    config = mutated(path, value)
+    if message is None:  # a model that is defined but not selected is not checked
+        checked(config)
+        config["model"] = "mistral7b"
+        message = r"models\.mistral7b\.id: required for source: hub"
+    with pytest.raises(cfg.ConfigError, match=message):
+        checked(config)
+
+
+def test_k_needs_k_plus_one_clues(tmp_path):
+    clue_file = tmp_path / "tiny.csv"
+    clue_file.write_text("Word;Clue\nAnt;Tiny worker.\nBee;Buzzes.\nOwl;Hoots.\n")
+    config = default_config()
+    config["data"]["clue_files"] = [{"path": str(clue_file), "category": "Tiny"}]
+    config["experiments"] = {"tiny": {"category": "Tiny", "k": 2, "targets": ["Ant", "Emu"]}}
+    checked(copy.deepcopy(config))  # 3 clues: k=2 works for a target in the pool and one outside it
+    config["experiments"]["tiny"]["k"] = 3
+    with pytest.raises(cfg.ConfigError, match=r"experiments\.tiny\.k: .*'Ant'; k=3 shots need at least 4"):
+        checked(config)
+
+
+def test_duplicate_yaml_keys_are_refused(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("experiments:\n  a: {category: Animals, k: 3}\n  a: {category: Animals, k: 5}\n")
+    with pytest.raises(cfg.ConfigError, match=r"config.yaml:3: duplicate key 'a' \(first on line 2\)"):
+        cfg.check_duplicate_keys(path)
+
+
+def test_snakemake_refuses_a_bad_config_before_any_job(tmp_path):
+    config = mutated(["experiments", "animals-k5", "k"], 0)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(REPO / "Snakefile"),
+            "-d",
+            str(tmp_path),
+            "--cores",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode != 0
+    assert "experiments.animals-k5.k: 0 is less than the minimum of 1" in run.stdout + run.stderr
+    assert not (tmp_path / "results").exists()

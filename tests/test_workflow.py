@@ -1,0 +1,153 @@
+"""Real Snakemake runs on a tiny config: outputs, no-op reruns, partial reruns, same bytes."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from attnscope import io
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.integration
+
+
+def tiny_config(model: str = "tiny-mistral", **experiments) -> dict:
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    for entry in config["data"]["clue_files"]:
+        entry["path"] = str(REPO / entry["path"])
+    config["data"]["targets"] = {c: str(REPO / p) for c, p in config["data"]["targets"].items()}
+    config["model"] = model
+    config["experiments"] = experiments or {
+        "animals-k2": {"category": "Animals", "k": 2, "n_targets": 3},
+        "food-k3": {"category": "Food", "k": 3, "n_targets": 2},
+    }
+    config["generation"] = {"max_new_tokens": 6, "batch_size": 2}
+    config["theory"] = {
+        "trials": 200,
+        "samples": 2000,
+        "trials_spectral": 20,
+        "slerp_pairs": 20,
+        "mp_shapes": [[64, 32]],
+        "mp_trials": 2,
+        "attention_sizes": [16, 32],
+    }
+    return config
+
+
+def snakemake(workdir: Path, *args: str, config: dict | None = None) -> str:
+    if config is not None:
+        (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(REPO / "Snakefile"),
+            "-d",
+            str(workdir),
+            "--cores",
+            "2",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    return run.stdout + run.stderr
+
+
+def planned_jobs(workdir: Path) -> list[tuple[str, str]]:
+    """(rule, wildcards) of every job a dry run would execute."""
+    out = snakemake(workdir, "-n")
+    jobs = []
+    for block in re.split(r"\n(?=\[.*\]\n)|\n(?=(?:local)?rule \w+:)", out):
+        rule = re.search(r"^(?:local)?rule (\w+):", block, re.M)
+        if rule is None or rule.group(1) == "all":
+            continue
+        wildcards = re.search(r"wildcards: (.*)", block)
+        jobs.append((rule.group(1), wildcards.group(1) if wildcards else ""))
+    return sorted(jobs)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    workdir = tmp_path_factory.mktemp("tiny-run")
+    snakemake(workdir, config=tiny_config())
+    return workdir
+
+
+def test_default_target_outputs(tiny_run):
+    results = tiny_run / "results"
+    clues = pd.read_parquet(results / "data" / "clues.parquet")
+    assert clues.groupby("category").size().min() >= 40
+    for experiment, n in [("animals-k2", 3), ("food-k3", 2)]:
+        prompts = pd.read_parquet(results / "prompts" / "tiny-mistral" / f"{experiment}.parquet")
+        generated = pd.read_parquet(results / "clues" / "tiny-mistral" / "trained" / f"{experiment}.parquet")
+        assert len(prompts) == len(generated) == n
+        assert (generated["n_generated"] <= 6).all()
+        table = (results / "tables" / "tiny-mistral" / "trained" / f"{experiment}_clues.md").read_text()
+        assert table.count("\n|") == n + 2  # header, rule, one row per target
+        meta = io.read_parquet_metadata(
+            results / "clues" / "tiny-mistral" / "trained" / f"{experiment}.parquet"
+        )
+        assert meta["variant"] == "trained" and len(meta["config_digest"]) == 16
+    assert (results / "theory" / "checks.md").is_file()
+    assert (results / "logs" / "import_clues.log").is_file()
+    assert (results / "benchmarks" / "generate_clues" / "tiny-mistral" / "trained" / "food-k3.tsv").is_file()
+
+
+def test_rerun_without_changes_runs_nothing(tiny_run):
+    assert planned_jobs(tiny_run) == []
+
+
+def test_changing_one_k_reruns_only_that_experiment(tiny_run, tmp_path):
+    config = tiny_config()
+    config["experiments"]["food-k3"]["k"] = 4
+    (tiny_run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    jobs = planned_jobs(tiny_run)
+    assert jobs == [
+        ("build_prompts", "model=tiny-mistral, experiment=food-k3"),
+        ("clue_table", "model=tiny-mistral, variant=trained, experiment=food-k3"),
+        ("generate_clues", "model=tiny-mistral, variant=trained, experiment=food-k3"),
+    ]
+    # Changing the generation budget reruns generation of every experiment, nothing upstream.
+    config = tiny_config()
+    config["generation"]["max_new_tokens"] = 5
+    (tiny_run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    assert {rule for rule, _ in planned_jobs(tiny_run)} == {"generate_clues", "clue_table"}
+    (tiny_run / "config.yaml").write_text(yaml.safe_dump(tiny_config(), sort_keys=False))
+    assert planned_jobs(tiny_run) == []
+
+
+def test_same_config_gives_the_same_bytes(tiny_run, tmp_path):
+    snakemake(tmp_path, "clues", config=tiny_config())
+    tables = sorted((tiny_run / "results").rglob("*.parquet"))
+    compared = 0
+    for table in tables:
+        twin = tmp_path / table.relative_to(tiny_run)
+        if twin.exists():
+            assert table.read_bytes() == twin.read_bytes(), table
+            compared += 1
+    assert compared >= 5
+
+
+def test_embedded_model_end_to_end(tmp_path):
+    """The embedded SmolLM2 through the real workflow: prepare, prompts, generation, table."""
+    config = tiny_config("smollm2", **{"animals-k3": {"category": "Animals", "k": 3, "n_targets": 2}})
+    config["generation"] = {"max_new_tokens": 24, "batch_size": 2}
+    snakemake(tmp_path, "clues", config=config)
+    results = tmp_path / "results"
+    clues = pd.read_parquet(results / "clues" / "smollm2" / "trained" / "animals-k3.parquet")
+    assert list(clues["target"]) == ["Ant", "Bee"]
+    assert clues["clue"].str.len().gt(0).all(), "the trained model writes a clue"
+    prompts = pd.read_parquet(results / "prompts" / "smollm2" / "animals-k3.parquet")
+    assert "SmolLM" in prompts["template_prefix"][0]
+    assert (results / "models" / "smollm2" / "weights" / "model.safetensors").is_file()
