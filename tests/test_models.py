@@ -63,9 +63,20 @@ def test_variant_regex_matches_exactly_the_parsable_names():
     import re
 
     pattern = re.compile(variants.WILDCARD_REGEX)
-    for good in ["trained", "random-s0", "random-s12", "qkscale-a2", "qkscale-a0.5", "qkscale-a.5"]:
+    for good in [
+        "trained",
+        "random-s0",
+        "random-s12",
+        "qkscale-a2",
+        "qkscale-a0.5",
+        "qkscale-a.5",
+        "qktop-r4-a2",
+        "qkflat",
+        "qkflat-L0-3",
+        "qkscale-a2-L10-29",
+    ]:
         assert pattern.fullmatch(good) and variants.parse(good).name == good
-    for bad in ["random-s", "qkscale-a", "qkscale-a2x", "trained2"]:
+    for bad in ["random-s", "qkscale-a", "qkscale-a2x", "trained2", "qkflat-L1", "qktop-a2"]:
         assert not pattern.fullmatch(bad)
 
 
@@ -120,3 +131,67 @@ def test_tiny_spec_matches_schema_defaults():
     for key, value in tiny_spec().items():
         if "default" in props[key]:
             assert props[key]["default"] == value, key
+
+
+def svdvals(weight: torch.Tensor) -> torch.Tensor:
+    return torch.linalg.svdvals(weight.double())
+
+
+def test_qktop_scales_only_the_top_r_singular_values(prepared_tiny_mistral):
+    trained = models.load_model(prepared_tiny_mistral).model.state_dict()
+    edited = models.load_model(prepared_tiny_mistral, "qktop-r3-a2").model.state_dict()
+    for name, weight in trained.items():
+        if name.endswith(("q_proj.weight", "k_proj.weight")):
+            before, after = svdvals(weight), svdvals(edited[name])
+            expected = before.clone()
+            expected[:3] *= 2
+            torch.testing.assert_close(
+                after, torch.sort(expected, descending=True).values, rtol=1e-5, atol=1e-6
+            )
+            # The top singular vectors are kept: the edit is W + (α-1) U_r S_r V_rᵀ.
+            u, s, vh = torch.linalg.svd(weight.double(), full_matrices=False)
+            rebuilt = weight.double() + (u[:, :3] * s[:3]) @ vh[:3]
+            torch.testing.assert_close(edited[name].double(), rebuilt, rtol=1e-5, atol=1e-6)
+        else:
+            assert torch.equal(weight, edited[name]), name
+
+
+def test_qkflat_keeps_the_frobenius_norm_and_flattens(prepared_tiny_mistral):
+    trained = models.load_model(prepared_tiny_mistral).model.state_dict()
+    flat = models.load_model(prepared_tiny_mistral, "qkflat").model.state_dict()
+    name = "model.layers.1.self_attn.k_proj.weight"
+    before, after = svdvals(trained[name]), svdvals(flat[name])
+    torch.testing.assert_close(after.square().sum(), before.square().sum(), rtol=1e-5, atol=0)
+    torch.testing.assert_close(after, torch.full_like(after, after[0].item()), rtol=1e-5, atol=0)
+    assert before[0] > 1.2 * before[-1], "the trained spectrum was not flat to begin with"
+
+
+def test_layer_range_edits_only_those_layers(prepared_tiny_mistral):
+    trained = models.load_model(prepared_tiny_mistral).model.state_dict()
+    edited = models.load_model(prepared_tiny_mistral, "qkscale-a2-L1-1").model.state_dict()
+    changed = sorted(k for k in trained if not torch.equal(trained[k], edited[k]))
+    assert changed == ["model.layers.1.self_attn.k_proj.weight", "model.layers.1.self_attn.q_proj.weight"]
+    with pytest.raises(ValueError, match="the model has layers 0-1"):
+        models.load_model(prepared_tiny_mistral, "qkflat-L0-5")
+
+
+@pytest.mark.parametrize(
+    ("name", "fields"),
+    [
+        ("qktop-r8-a0.5", {"kind": "qktop", "rank": 8, "alpha": 0.5, "layers": None}),
+        ("qkflat-L2-7", {"kind": "qkflat", "layers": (2, 7)}),
+        ("qkscale-a2-L0-9", {"kind": "qkscale", "alpha": 2.0, "layers": (0, 9)}),
+    ],
+)
+def test_variant_grammar(name, fields):
+    variant = variants.parse(name)
+    assert {k: getattr(variant, k) for k in fields} == fields
+    assert variant.edits_layer(5) == (variant.layers is None or variant.layers[0] <= 5 <= variant.layers[1])
+
+
+@pytest.mark.parametrize(
+    ("name", "message"), [("qktop-r0-a2", "r must be >= 1"), ("qkflat-L5-2", "is empty")]
+)
+def test_bad_edit_parameters(name, message):
+    with pytest.raises(ValueError, match=message):
+        variants.parse(name)

@@ -84,6 +84,7 @@ def generate_batch(
             position_ids=positions,
             past_key_values=cache,
             use_cache=True,
+            logits_to_keep=1,
         ).logits[:, -1]
         next_ids = logits.argmax(-1).tolist()
         keep = []

