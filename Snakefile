@@ -32,6 +32,7 @@ include: "rules/data.smk"
 include: "rules/models.smk"
 include: "rules/prompts.smk"
 include: "rules/generate.smk"
+include: "rules/attention.smk"
 include: "rules/theory.smk"
 
 
@@ -40,4 +41,5 @@ rule all:
     input:
         rules.data.input,
         rules.clues.input,
+        rules.attention.input,
         rules.theory_checks.output,

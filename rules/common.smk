@@ -2,6 +2,8 @@
 # experiments and variants, and the config slices rules pass through `params:`.
 import re
 
+from attnscope import resources as attnscope_resources
+
 
 wildcard_constraints:
     model="|".join(map(re.escape, config["models"])),
@@ -17,6 +19,11 @@ def load_options(wildcards):
     return attnscope_config.model_load_options(model_spec(wildcards))
 
 
+def prompt_spec(wildcards):
+    """The keys of an experiment its prompts depend on (not `variants`: a new variant reruns no prompt)."""
+    return {key: config["experiments"][wildcards.experiment][key] for key in ("category", "k", "seed")}
+
+
 def runs(pattern, **extra):
     """Expand `pattern` over every selected model × experiment × that experiment's variants."""
     return [
@@ -25,3 +32,80 @@ def runs(pattern, **extra):
         for experiment in config["experiments"]
         for variant in PLAN.variants[experiment]
     ]
+
+
+# Resource requests (docs/cluster.md). Every rule declares mem_mb and runtime (minutes);
+# rules that run a model also declare gpu: 0 unless the model's spec says device: cuda,
+# then as many GPUs as its weights need. Sizes come from the prepared model's manifest
+# (exact) or, before prepare_model has run, from the spec (attnscope.resources). Memory and
+# time grow with the attempt (--retries). Resources are no rerun trigger: these functions
+# may read config directly; what a job computes reaches it through params: only.
+
+MODEL_THREADS = 4
+"""Threads of a model job: scaled down to --cores locally, requested per job on a cluster
+(never workflow.cores: a cluster run has no total core count)."""
+
+
+def model_size(wildcards, input=None):
+    manifest = input.get("manifest") if input is not None else None
+    return attnscope_resources.model_size(model_spec(wildcards), manifest)
+
+
+def _model_job(stage, wildcards, input):
+    spec = model_spec(wildcards)
+    if stage == "prepare_model":  # sized from the spec: the manifest is its output
+        return attnscope_resources.prepare_resources(spec, model_size(wildcards))
+    size = model_size(wildcards, input)
+    if stage == "generate_clues":
+        experiment = config["experiments"][wildcards.experiment]
+        return attnscope_resources.generation_resources(
+            spec,
+            size,
+            wildcards.variant,
+            n_prompts=len(PLAN.targets[wildcards.experiment]),
+            tokens=attnscope_resources.prompt_tokens(input.get("prompts"), experiment["k"]),
+            max_new_tokens=config["generation"]["max_new_tokens"],
+            batch_size=config["generation"]["batch_size"],
+        )
+    if stage == "extract_attention":
+        experiment = config["experiments"][wildcards.experiment]
+        return attnscope_resources.attention_resources(
+            spec,
+            size,
+            wildcards.variant,
+            n_prompts=len(PLAN.targets[wildcards.experiment]),
+            tokens=attnscope_resources.prompt_tokens(input.get("prompts"), experiment["k"]),
+        )
+    if stage == "weight_spectra":
+        return attnscope_resources.spectra_resources(size, config["spectra"]["device"])
+    raise ValueError(f"no resource estimate for stage {stage!r}")
+
+
+def model_resources(stage):
+    """mem_mb, runtime and gpu of a model job, for `resources: **model_resources("<rule>")`."""
+
+    def request(key):
+        return lambda wildcards, input, attempt: getattr(
+            _model_job(stage, wildcards, input).for_attempt(attempt), key
+        )
+
+    return {key: request(key) for key in ("mem_mb", "runtime", "gpu")}
+
+
+def fixed_resources(mem_mb, runtime):
+    """mem_mb and runtime of a job without a model, doubled on each retry."""
+    return {
+        "mem_mb": lambda wildcards, attempt: mem_mb * attempt,
+        "runtime": lambda wildcards, attempt: runtime * attempt,
+    }
+
+
+onstart:
+    # CUDA asked for where none exists: fail before the first job, not inside one. Locally
+    # torch must see a GPU; on SLURM the head node may have none, so the cluster must
+    # offer GPUs (each job checks its own node again when it loads the model).
+    _cuda = [name for name in PLAN.models if config["models"][name]["device"] == "cuda"]
+    if _cuda and any(job.resources.get("gpu", 0) for job in workflow.dag.needrun_jobs()):
+        attnscope_resources.require_cuda(
+            _cuda, "local" if workflow.local_exec else workflow.executor_plugin.name
+        )

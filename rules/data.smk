@@ -14,8 +14,7 @@ rule import_clues:
     benchmark:
         "results/benchmarks/import_clues.tsv"
     resources:
-        mem_mb=1000,
-        runtime=10,
+        **fixed_resources(mem_mb=1000, runtime=10),
     script:
         "../scripts/import_clues.py"
 

@@ -16,10 +16,9 @@ rule generate_clues:
         "results/logs/generate_clues/{model}/{variant}/{experiment}.log",
     benchmark:
         "results/benchmarks/generate_clues/{model}/{variant}/{experiment}.tsv"
-    threads: workflow.cores
+    threads: MODEL_THREADS
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **model_resources("generate_clues"),
     script:
         "../scripts/generate_clues.py"
 
@@ -35,8 +34,7 @@ rule clue_table:
     benchmark:
         "results/benchmarks/clue_table/{model}/{variant}/{experiment}.tsv"
     resources:
-        mem_mb=500,
-        runtime=5,
+        **fixed_resources(mem_mb=1000, runtime=10),
     script:
         "../scripts/clue_table.py"
 

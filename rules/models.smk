@@ -11,9 +11,8 @@ rule prepare_model:
         "results/logs/prepare_model/{model}.log",
     benchmark:
         "results/benchmarks/prepare_model/{model}.tsv"
-    threads: workflow.cores
+    threads: MODEL_THREADS
     resources:
-        mem_mb=4000,
-        runtime=30,
+        **model_resources("prepare_model"),
     script:
         "../scripts/prepare_model.py"

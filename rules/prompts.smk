@@ -9,7 +9,7 @@ rule build_prompts:
     output:
         prompts="results/prompts/{model}/{experiment}.parquet",
     params:
-        experiment=lambda wc: config["experiments"][wc.experiment],
+        experiment=prompt_spec,
         targets=lambda wc: PLAN.targets[wc.experiment],
         system_prompt=config["prompts"]["system_prompt"],
         chat_template=lambda wc: model_spec(wc)["chat_template"],
@@ -18,8 +18,7 @@ rule build_prompts:
     benchmark:
         "results/benchmarks/build_prompts/{model}/{experiment}.tsv"
     resources:
-        mem_mb=1000,
-        runtime=10,
+        **fixed_resources(mem_mb=2000, runtime=10),
     script:
         "../scripts/build_prompts.py"
 

@@ -12,7 +12,6 @@ rule theory_checks:
     benchmark:
         "results/benchmarks/theory_checks.tsv"
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **fixed_resources(mem_mb=2000, runtime=15),
     script:
         "../scripts/theory_checks.py"

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+import zarr
 
 from attnscope import io
 from tests.conftest import REPO
@@ -101,6 +102,21 @@ def test_default_target_outputs(tiny_run):
         assert meta["variant"] == "trained" and len(meta["config_digest"]) == 16
     assert (results / "theory" / "checks.md").is_file()
     assert (results / "logs" / "import_clues.log").is_file()
+    # Attention stores and metrics for every experiment; the per-head maps only for the
+    # default keep_heads targets (the tiny run's Animals targets start with Ant, Bee, Fox).
+    for experiment, n in [("animals-k2", 3), ("food-k3", 2)]:
+        store = zarr.open_group(
+            results / "attention" / "tiny-mistral" / "trained" / f"{experiment}.zarr", mode="r"
+        )
+        groups = [store[f"{i:03d}"] for i in range(n)]
+        assert all(g.attrs["complete"] and "head_mean" in g and "metrics" in g for g in groups)
+        kept = ["attn" in g for g in groups]
+        assert kept == ([True, True, True] if experiment == "animals-k2" else [False, False])
+        assert "generated" in groups[0].attrs["token_segment"]  # the clue is appended
+        table = pd.read_parquet(results / "metrics" / "tiny-mistral" / "trained" / f"{experiment}.parquet")
+        assert len(table) == n * 2 * (4 + 1)  # prompts × layers × (heads + head mean)
+        summary = (results / "metrics" / "tiny-mistral" / "trained" / f"{experiment}.summary.md").read_text()
+        assert "row_entropy" in summary
     assert (results / "benchmarks" / "generate_clues" / "tiny-mistral" / "trained" / "food-k3.tsv").is_file()
 
 
@@ -114,15 +130,31 @@ def test_changing_one_k_reruns_only_that_experiment(tiny_run, tmp_path):
     (tiny_run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     jobs = planned_jobs(tiny_run)
     assert jobs == [
+        ("attention_metrics", "model=tiny-mistral, variant=trained, experiment=food-k3"),
         ("build_prompts", "model=tiny-mistral, experiment=food-k3"),
         ("clue_table", "model=tiny-mistral, variant=trained, experiment=food-k3"),
+        ("extract_attention", "model=tiny-mistral, variant=trained, experiment=food-k3"),
         ("generate_clues", "model=tiny-mistral, variant=trained, experiment=food-k3"),
     ]
-    # Changing the generation budget reruns generation of every experiment, nothing upstream.
+    # Changing the generation budget reruns generation of every experiment and the attention
+    # maps that append its clues, nothing upstream.
     config = tiny_config()
     config["generation"]["max_new_tokens"] = 5
     (tiny_run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    assert {rule for rule, _ in planned_jobs(tiny_run)} == {"generate_clues", "clue_table"}
+    assert {rule for rule, _ in planned_jobs(tiny_run)} == {
+        "generate_clues",
+        "clue_table",
+        "extract_attention",
+        "attention_metrics",
+    }
+    # Attention options rerun only the attention jobs; ε only the metrics.
+    config = tiny_config()
+    config["attention"] = {"keep_heads": "all"}
+    (tiny_run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    assert {rule for rule, _ in planned_jobs(tiny_run)} == {"extract_attention", "attention_metrics"}
+    config["attention"] = {"epsilon": 0.2}
+    (tiny_run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    assert {rule for rule, _ in planned_jobs(tiny_run)} == {"attention_metrics"}
     (tiny_run / "config.yaml").write_text(yaml.safe_dump(tiny_config(), sort_keys=False))
     assert planned_jobs(tiny_run) == []
 

@@ -6,6 +6,12 @@ a plain float32 eager model and saved as safetensors (later loads take seconds, 
 the GGUF conversion's ~25 s); a tiny random model is built from its seed and saved;
 a hub id or local directory is only recorded. ``load_model`` reads that cache, puts
 the model on the requested device and dtype, and applies the variant's weight edit.
+
+On CUDA the weights load straight onto the GPU (``device_map``); with several visible
+GPUs they fill GPU 0 first and spill over to the next (a model larger than one GPU). bitsandbytes 8-bit or
+4-bit quantization is for generation: a variant's edit is applied to the unquantized
+weights first and the edited weights are then quantized, so ``qkscale-a2`` at 8 bits is
+the 8-bit copy of the scaled model. Weight analyses (spectra) load unquantized.
 """
 
 from __future__ import annotations
@@ -214,6 +220,7 @@ def prepare_model(name: str, spec: dict[str, Any], out_dir: str | os.PathLike) -
         raise ValueError(f"models.{name}.source: unknown source {source!r}")
     config = AutoConfig.from_pretrained(out_dir / location if location == WEIGHTS_DIR else location)
     manifest = {
+        "num_parameters": count_parameters(config),
         "name": name,
         "source": source,
         "location": location,
@@ -229,6 +236,13 @@ def prepare_model(name: str, spec: dict[str, Any], out_dir: str | os.PathLike) -
     }
     io.write_json(manifest, out_dir / MANIFEST)
     return manifest
+
+
+def count_parameters(config: Any) -> int:
+    """Parameters of a causal LM with ``config`` (tied weights once), built on the meta device."""
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return sum(p.numel() for p in model.parameters())
 
 
 def read_manifest(model_dir: str | os.PathLike) -> dict[str, Any]:
@@ -271,6 +285,15 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
+def device_map_for(target: torch.device) -> dict[str, Any] | str:
+    """Where ``from_pretrained`` puts the weights: one device, or GPU 0 first, then the next ones."""
+    if target.type == "cuda" and target.index is None and torch.cuda.device_count() > 1:
+        return "sequential"
+    if target.type == "cuda":
+        return {"": target.index or 0}
+    return {"": str(target)}
+
+
 def load_model(
     model_dir: str | os.PathLike,
     variant: str = "trained",
@@ -282,8 +305,9 @@ def load_model(
     """Load a prepared model with the variant's weight edit, on ``device`` in ``dtype``.
 
     ``quantization`` (``8bit``/``4bit``, bitsandbytes) is for generation only; weight
-    analyses load with ``none``. ``chat_template`` overrides the tokenizer's template
-    (a key of ``CHAT_TEMPLATES`` or a Jinja string).
+    analyses load with ``none``. A variant's edit is applied before quantizing.
+    ``chat_template`` overrides the tokenizer's template (a key of ``CHAT_TEMPLATES``
+    or a Jinja string). CUDA asked for without a GPU fails here, before any loading.
     """
     model_dir = Path(model_dir)
     manifest = read_manifest(model_dir)
@@ -292,17 +316,26 @@ def load_model(
     spec_variant = variants.parse(variant)
     notes = list(manifest["notes"])
     kwargs: dict[str, Any] = {"dtype": DTYPES[dtype], "attn_implementation": "eager"}
+    if target.type == "cuda" or quantization != "none":
+        kwargs["device_map"] = device_map_for(target)
     if quantization != "none":
         kwargs["quantization_config"] = bitsandbytes_config(quantization)
-        kwargs["device_map"] = "auto" if target.type == "cuda" else {"": str(target)}
         notes.append(f"generation ran {quantization}-quantized (bitsandbytes)")
     tokenizer = load_tokenizer(model_dir, chat_template)
-    if spec_variant.kind == "random":
-        config = AutoConfig.from_pretrained(source)
-        model = variants.random_init(config, spec_variant.seed, DTYPES[dtype])
+    if spec_variant.edits_weights:  # edit the unquantized weights on the CPU, then place them
+        if spec_variant.kind == "random":
+            model = variants.random_init(AutoConfig.from_pretrained(source), spec_variant.seed, DTYPES[dtype])
+        else:
+            model = AutoModelForCausalLM.from_pretrained(
+                source, dtype=DTYPES[dtype], attn_implementation="eager"
+            )
+        variants.apply_edit(model, spec_variant)
+        if "device_map" in kwargs:
+            model = type(model).from_pretrained(
+                None, config=model.config, state_dict=model.state_dict(), **kwargs
+            )
     else:
         model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
-    variants.apply_edit(model, spec_variant)
     if "device_map" not in kwargs:
         model = model.to(target)
     model.eval()

@@ -1,0 +1,240 @@
+"""Attention capture into Zarr on the embedded model: time, extra peak memory, stored bytes.
+
+    python benchmarks/bench_attention.py [--repeats 5] [--shots 3 8] [--memory-shots 8 24]
+
+Time: per prompt (target Ant, k shots), alternating in one run and best of ``--repeats``:
+a plain eager forward of the whole model (the reference), the decoder-only forward that
+the capture runs, the naive way (output_attentions=True, float16, zstd-3 Zarr), the
+streaming capture + Zarr write of the maps (attn, head_mean, word maps, cosine), and the
+full extraction the rule runs (the same plus the streamed metrics of every map).
+
+Memory: each mode in a fresh subprocess per prompt length, after a warm-up of the mode
+on a one-shot prompt: the peak resident memory (VmHWM, reset before each run through
+/proc/self/clear_refs) while the mode runs minus the same peak of a plain decoder
+forward of the prompt, alternating, the larger of ``--memory-repeats`` runs each;
+compared with one layer's attention tensor [head, query, key] in float32. The children
+run with glibc's mmap threshold fixed at 64 KiB, so every buffer above that is mapped
+when allocated and unmapped when freed and the resident size follows live memory.
+
+Stored bytes: the ``attn`` arrays' bytes on disk over the raw float32 size of all
+attention tensors, and whether every stored float16 value equals float16 of the
+reference. Writes benchmarks/out/attention.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+import zarr
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import best_of, embedded_model_dir, write  # noqa: E402
+
+from attnscope import attention, data, models, prompts  # noqa: E402
+
+TARGET = "Ant"
+MODES = ("forward", "forward_decoder", "naive", "capture_write", "extract")
+MMAP_THRESHOLD = 64 << 10
+"""glibc serves larger allocations by mmap and unmaps them when freed, so the resident size
+follows the live buffers (the default dynamic threshold keeps freed buffers resident)."""
+MEMORY_KEYS = ("shots", "tokens", "mode", "extra_peak_mib", "layer_attention_mib", "extra_over_layer")
+
+
+def prompt_table(tokenizer, k: int):
+    config = yaml.safe_load(Path("config.yaml").read_text())
+    clues, _ = data.import_clues(config["data"]["clue_files"])
+    spec = {"category": "Animals", "k": k, "seed": 0}
+    return prompts.build_prompts(clues, f"animals-k{k}", spec, [TARGET], tokenizer)
+
+
+def naive_write(model, ids: torch.Tensor, path: Path) -> None:
+    """All layers from output_attentions=True, then float16 numpy, then a zstd-3 Zarr write."""
+    with torch.inference_mode():
+        out = model.model(input_ids=ids, output_attentions=True, use_cache=False)
+    maps = torch.stack([a[0] for a in out.attentions]).to(torch.float16).numpy()
+    zarr.create_array(
+        path,
+        data=maps,
+        chunks=(1, *maps.shape[1:]),
+        compressors=zarr.codecs.ZstdCodec(level=3),
+        overwrite=True,
+    )
+
+
+class Runner:
+    """The modes on one prompt of the loaded embedded model."""
+
+    def __init__(self, loaded: models.LoadedModel, table, workdir: Path):
+        self.model, self.workdir = loaded.model, workdir
+        self.inputs = attention.prompt_inputs(table, loaded.tokenizer, keep_heads="all")
+        self.ids = torch.tensor([self.inputs[0].annotation.input_ids])
+
+    def store(self, name: str) -> Path:
+        path = self.workdir / f"{name}.zarr"
+        shutil.rmtree(path, ignore_errors=True)
+        return path
+
+    def run(self, mode: str) -> None:
+        if mode == "forward":
+            with torch.inference_mode():
+                self.model(input_ids=self.ids, use_cache=False)
+        elif mode == "forward_decoder":
+            with torch.inference_mode():
+                self.model.model(input_ids=self.ids, use_cache=False)
+        elif mode == "naive":
+            naive_write(self.model, self.ids, self.store("naive"))
+        else:
+            attention.extract(
+                self.model,
+                self.inputs,
+                self.store(mode),
+                {"config_digest": "bench"},
+                with_metrics=mode == "extract",
+                progress=False,
+            )
+
+
+def time_modes(loaded, shots: int, repeats: int, workdir: Path) -> dict:
+    runner = Runner(loaded, prompt_table(loaded.tokenizer, shots), workdir)
+    best = dict.fromkeys(MODES, float("inf"))
+    runner.run("forward")
+    for _ in range(repeats):  # alternate, so every mode sees the same machine load
+        for mode in MODES:
+            best[mode] = min(best[mode], best_of(1, lambda m=mode: runner.run(m))[0])
+    n, config = runner.ids.shape[1], loaded.model.config
+    raw32 = config.num_hidden_layers * config.num_attention_heads * n * n * 4
+    with torch.inference_mode():
+        out = loaded.model(input_ids=runner.ids, output_attentions=True)
+    reference = torch.stack([a[0] for a in out.attentions]).to(torch.float16)
+    stored = zarr.open_group(workdir / "extract.zarr", mode="r")["000"]["attn"][...]
+    return {
+        "shots": shots,
+        "tokens": n,
+        "seconds": {mode: round(s, 3) for mode, s in best.items()},
+        "ratio_to_forward": {mode: round(s / best["forward"], 3) for mode, s in best.items()},
+        "ratio_to_decoder_forward": {mode: round(s / best["forward_decoder"], 3) for mode, s in best.items()},
+        "attn_bytes": attention.store_bytes(workdir / "extract.zarr", "attn"),
+        "raw_float32_bytes": raw32,
+        "stored_over_raw_float32": round(attention.store_bytes(workdir / "extract.zarr", "attn") / raw32, 4),
+        "naive_zstd3_over_raw_float32": round(attention.store_bytes(workdir / "naive.zarr") / raw32, 4),
+        "float16_exact": bool(np.array_equal(stored, reference.numpy())),
+    }
+
+
+MEMORY_CHILD = """
+import json, sys, tempfile
+from pathlib import Path
+import torch
+sys.path.insert(0, {benchmarks!r})
+from bench_attention import Runner, peak_kib, prompt_table
+from common import embedded_model_dir
+from attnscope import models
+
+torch.set_num_threads({threads})
+loaded = models.load_model(embedded_model_dir())
+peaks = {{"forward_decoder": [], {mode!r}: []}}
+with tempfile.TemporaryDirectory() as tmp:
+    runner = Runner(loaded, prompt_table(loaded.tokenizer, {shots}), Path(tmp))
+    Runner(loaded, prompt_table(loaded.tokenizer, 1), Path(tmp)).run({mode!r})  # warm-up
+    for _ in range({repeats}):
+        for mode in peaks:
+            peaks[mode].append(peak_kib(lambda: runner.run(mode)))
+print(json.dumps({{"peaks_kib": peaks, "tokens": int(runner.ids.shape[1])}}))
+"""
+
+
+def peak_kib(fn) -> int:
+    """Peak resident memory (VmHWM, KiB) while ``fn`` runs: the peak is reset first (Linux)."""
+    Path("/proc/self/clear_refs").write_text("5")
+    fn()
+    status = Path("/proc/self/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM")))
+
+
+def extra_peak(mode: str, shots: int, repeats: int, threads: int) -> dict:
+    """Peak RSS of ``mode`` minus that of a plain decoder forward, alternating in a fresh process."""
+    code = MEMORY_CHILD.format(
+        benchmarks=str(Path(__file__).resolve().parent),
+        threads=threads,
+        shots=shots,
+        mode=mode,
+        repeats=repeats,
+    )
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    peaks = result["peaks_kib"]
+    return {"tokens": result["tokens"], "extra_kib": max(peaks[mode]) - max(peaks["forward_decoder"])}
+
+
+def memory(shots_list: list[int], repeats: int, threads: int, config) -> list[dict]:
+    rows = []
+    for shots in shots_list:
+        for mode in ("capture_write", "extract", "naive"):
+            run = extra_peak(mode, shots, repeats, threads)
+            n = run["tokens"]
+            layer_mib = config.num_attention_heads * n * n * 4 / 2**20
+            extra_mib = run["extra_kib"] / 1024
+            rows.append(
+                {
+                    "shots": shots,
+                    "tokens": n,
+                    "mode": mode,
+                    "extra_peak_mib": round(extra_mib, 2),
+                    "layer_attention_mib": round(layer_mib, 2),
+                    "extra_over_layer": round(extra_mib / layer_mib, 2),
+                }
+            )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--shots", type=int, nargs="+", default=[3, 8])
+    parser.add_argument("--memory-shots", type=int, nargs="+", default=[8, 24])
+    parser.add_argument("--memory-repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    loaded = models.load_model(embedded_model_dir())
+    with tempfile.TemporaryDirectory() as tmp:
+        timing = [time_modes(loaded, k, args.repeats, Path(tmp)) for k in args.shots]
+    mem = memory(args.memory_shots, args.memory_repeats, args.threads, loaded.model.config)
+    header = ["k", "tokens", *MODES, "stored / raw f32", "naive zstd-3 / raw f32", "f16 exact"]
+    print("\n| " + " | ".join(header) + " |\n" + "|---" * len(header) + "|")
+    for row in timing:
+        cells = [f"{row['seconds'][m]:.3f} s ({row['ratio_to_forward'][m]:.2f}×)" for m in MODES]
+        tail = [row["stored_over_raw_float32"], row["naive_zstd3_over_raw_float32"], row["float16_exact"]]
+        print("| " + " | ".join(map(str, [row["shots"], row["tokens"], *cells, *tail])) + " |")
+    header = ["k", "tokens", "mode", "extra peak MiB", "one layer MiB", "extra / layer"]
+    print("\n| " + " | ".join(header) + " |\n" + "|---" * len(header) + "|")
+    for row in mem:
+        print("| " + " | ".join(str(row[key]) for key in MEMORY_KEYS) + " |")
+    write(
+        "attention",
+        {
+            "command": "python benchmarks/bench_attention.py",
+            "repeats": args.repeats,
+            "timing": timing,
+            "memory": mem,
+            "memory_method": "peak RSS (VmHWM, reset through /proc/self/clear_refs) of the mode minus "
+            "that of a plain decoder forward of the same prompt, alternating in a fresh process after "
+            "a warm-up of the mode on a one-shot prompt; the larger peak of --memory-repeats runs each; "
+            "MALLOC_MMAP_THRESHOLD_=65536",
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+# Weight spectra of every attention and MLP matrix, the base alignment Tr(W_qᵀW_k) per head,
+# and the learned-vs-random comparison (docs/spectra.md); config section `spectra:`.
+
+# The `spectra:` keys that decide weight_spectra's outputs (its params, hence its rerun trigger);
+# variants and random_variant only decide which jobs exist.
+SPECTRA_KEYS = ("include_embeddings", "method", "device", "max_batch_mb")
+
+for _i, _variant in enumerate([*config["spectra"]["variants"], config["spectra"]["random_variant"]]):
+    try:
+        attnscope_variants.parse(_variant)
+    except ValueError as _exc:
+        _key = f"variants[{_i}]" if _i < len(config["spectra"]["variants"]) else "random_variant"
+        raise attnscope_config.ConfigError(f"spectra.{_key}: {_exc}") from None
+if attnscope_variants.parse(config["spectra"]["random_variant"]).kind != "random":
+    raise attnscope_config.ConfigError(
+        f"spectra.random_variant: {config['spectra']['random_variant']!r} is not a random-s<seed> variant"
+    )
+
+
+def spectra_options(wildcards):
+    return {key: config["spectra"][key] for key in SPECTRA_KEYS}
+
+
+rule weight_spectra:
+    input:
+        manifest="results/models/{model}/manifest.json",
+    output:
+        table="results/spectra/{model}/{variant}.parquet",
+        zarr=directory("results/spectra/{model}/{variant}.zarr"),
+        alignment="results/spectra/{model}/{variant}_alignment.parquet",
+    params:
+        spectra=spectra_options,
+        model=lambda wc: attnscope_config.model_build_spec(model_spec(wc)),
+    log:
+        "results/logs/weight_spectra/{model}/{variant}.log",
+    benchmark:
+        "results/benchmarks/weight_spectra/{model}/{variant}.tsv"
+    threads: MODEL_THREADS
+    resources:
+        **model_resources("weight_spectra"),
+    script:
+        "../scripts/weight_spectra.py"
+
+
+rule spectra_comparison:
+    input:
+        trained="results/spectra/{model}/trained.parquet",
+        random=lambda wc: f"results/spectra/{wc.model}/{config['spectra']['random_variant']}.parquet",
+    output:
+        table="results/spectra/{model}/learned_vs_random.parquet",
+        markdown="results/spectra/{model}/learned_vs_random.md",
+    params:
+        random_variant=lambda wc: config["spectra"]["random_variant"],
+    log:
+        "results/logs/spectra_comparison/{model}.log",
+    benchmark:
+        "results/benchmarks/spectra_comparison/{model}.tsv"
+    resources:
+        **fixed_resources(mem_mb=500, runtime=5),
+    script:
+        "../scripts/weight_spectra.py"
+
+
+rule spectra:
+    input:
+        [
+            f"results/spectra/{model}/{variant}{suffix}"
+            for model in PLAN.models
+            for variant in dict.fromkeys(
+                ["trained", *config["spectra"]["variants"], config["spectra"]["random_variant"]]
+            )
+            for suffix in (".parquet", ".zarr", "_alignment.parquet")
+        ],
+        expand("results/spectra/{model}/learned_vs_random.{ext}", model=PLAN.models, ext=("parquet", "md")),

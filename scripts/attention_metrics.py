@@ -1,0 +1,30 @@
+"""Rule attention_metrics: Zarr attention store → metrics per prompt × layer × head + per-layer summary."""
+
+import zarr
+
+from attnscope import attention, io, metrics
+
+log = io.setup_script_logging(snakemake.log[0])
+epsilon = snakemake.params.epsilon
+store = zarr.open_group(snakemake.input.store, mode="r").attrs
+table = attention.metrics_table(snakemake.input.store, epsilon)
+summary = metrics.summarize(table)
+meta = {
+    "config_digest": io.config_digest(epsilon, store["config_digest"]),
+    "stage": "attention_metrics",
+    "model": store["model"],
+    "variant": store["variant"],
+    "experiment": store["experiment"],
+    "epsilon": epsilon,
+    "notes": store["notes"],
+}
+io.write_parquet(table, snakemake.output.metrics, meta)
+io.write_parquet(summary, snakemake.output.summary, meta)
+title = f"Attention metrics, {store['model']} / {store['variant']}, {store['experiment']}"
+io.write_text(metrics.summary_markdown(summary, title), snakemake.output.markdown)
+log.info(
+    "%d rows (%d prompts), summary of %d layers",
+    len(table),
+    table["prompt_index"].nunique(),
+    table["layer"].nunique(),
+)

@@ -1,0 +1,65 @@
+"""Rule extract_attention: prompts (+ generated clues) + model variant → Zarr attention store."""
+
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from attnscope import __version__, attention, io, models
+
+log = io.setup_script_logging(snakemake.log[0])
+torch.set_num_threads(snakemake.threads)
+p = snakemake.params
+options = p.attention
+prompt_table = pd.read_parquet(snakemake.input.prompts)
+loaded = models.load_model(
+    Path(snakemake.input.manifest).parent,
+    snakemake.wildcards.variant,
+    device=p.load["device"],
+    dtype=p.load["dtype"],
+    quantization=p.load["quantization"],
+    chat_template=p.load["chat_template"],
+)
+clues = pd.read_parquet(snakemake.input.clues) if options["append_clue"] else None
+inputs = attention.prompt_inputs(prompt_table, loaded.tokenizer, clues, options["keep_heads"])
+kept = [prompt.target for prompt in inputs if prompt.keep_heads]
+log.info(
+    "capturing %d prompts with %s/%s on %s; per-head maps kept for %s",
+    len(inputs),
+    loaded.name,
+    loaded.variant,
+    loaded.device,
+    kept or "none",
+)
+upstream = [io.read_parquet_metadata(snakemake.input.prompts)["config_digest"]]
+if clues is not None:
+    upstream.append(io.read_parquet_metadata(snakemake.input.clues)["config_digest"])
+digest = io.config_digest(
+    {k: options[k] for k in ("append_clue", "keep_heads")},
+    p.load,
+    snakemake.wildcards.variant,
+    attention.STORE_VERSION,
+    *upstream,
+)
+attrs = {
+    "config_digest": digest,
+    "stage": "extract_attention",
+    "model": loaded.name,
+    "variant": loaded.variant,
+    "experiment": snakemake.wildcards.experiment,
+    "append_clue": options["append_clue"],
+    "device": str(loaded.device),
+    "dtype": p.load["dtype"],
+    "notes": loaded.notes,
+    "attnscope_version": __version__,
+}
+counts = attention.extract(loaded.model, inputs, snakemake.output.store, attrs)
+log.info(
+    "%s: %d prompts computed, %d resumed from a partial store; %.1f MB (attn %.1f MB, head_mean %.1f MB)",
+    snakemake.output.store,
+    counts["computed"],
+    counts["resumed"],
+    attention.store_bytes(snakemake.output.store) / 1e6,
+    attention.store_bytes(snakemake.output.store, "attn") / 1e6,
+    attention.store_bytes(snakemake.output.store, "head_mean") / 1e6,
+)

@@ -1,0 +1,541 @@
+"""Attention maps of every layer: streaming capture, the Zarr store, word maps and a loader.
+
+One forward pass per prompt through the decoder stack (eager attention, no LM head).
+A forward hook on every layer's self-attention casts that layer's probabilities
+``[head, query, key]`` to float16, moves them to the CPU and hands them to a writer
+thread while the forward pass goes on with the next layer. The queue holds one layer,
+so besides the model's own tensors at most two layers' maps exist (one queued, one being
+written), whatever the number of layers. The writer stores the per-head maps (for the
+prompts that keep them), the head mean, the word-level maps and the metrics of every
+map (:mod:`attnscope.metrics`), and finishes one prompt while the next one is computed.
+
+Store (Zarr v3), one group per prompt named by its ``prompt_index`` (``000``, ``001``, ...):
+
+============================  =====================================  ==================
+array                         dims                                   dtype
+============================  =====================================  ==================
+``attn``                      layer, head, query, key                float16 (prompts
+                                                                     in ``keep_heads``)
+``head_mean``                 layer, query, key                      float16
+``word_attn_sum``             layer, query_word, key_word            float32
+``word_attn_mean_query``      layer, query_word, key_word            float32
+``cosine``                    query, key                             float16
+``metrics``                   layer, map, metric                     float64
+============================  =====================================  ==================
+
+``head_mean`` is float16 of the mean over heads of the stored float16 maps (the thesis's
+single-head simulation); every other array is computed from the stored float16 values,
+so the store reproduces its own metrics. The words of the word maps are those of the
+shots, the target and the generated clue (``WORD_SEGMENTS``):
+
+- ``word_attn_sum`` sums a map over all query × key subword pairs of two words (thesis
+  fig. 8.5: the total mass is preserved);
+- ``word_attn_mean_query`` sums over the key word's subwords and averages over the query
+  word's subwords, so a row is the mean distribution of the query word's tokens.
+
+The store is written to ``.{name}.partial`` next to its final path and renamed into place
+when every prompt is complete. A killed job leaves only the partial store; a rerun with
+the same config digest keeps its finished prompt groups and computes the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import shutil
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+import torch
+import zarr
+from threadpoolctl import threadpool_limits
+from tqdm.auto import tqdm
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from zarr.codecs import BloscCodec, TransposeCodec
+
+from attnscope import metrics, prompts, variants
+
+if TYPE_CHECKING:
+    import xarray as xr
+
+log = logging.getLogger("attnscope")
+
+STORE_VERSION = 1
+WORD_SEGMENTS = (prompts.SHOT_WORD, prompts.SHOT_CLUE, prompts.TARGET, prompts.GENERATED)
+CHUNK_BYTES = 16 << 20
+"""Largest ``attn`` chunk (long prompts get fewer heads per chunk)."""
+
+# ``attn`` is chunked by KV-head group (the query heads that share one key/value head,
+# written one chunk at a time, so encoding holds a fraction of the layer). Within a chunk
+# the heads of one (query, key) pair lie next to each other, the float16 bytes are
+# shuffled into a high-byte (sign, exponent) and a low-byte (mantissa) plane, then zstd
+# level 1 over 4 MiB blocks: lossless, ~0.19-0.20× the float32 size (docs/attention.md).
+COMPRESSOR = BloscCodec(cname="zstd", clevel=1, shuffle="shuffle", typesize=2, blocksize=4 << 20)
+HEADS_LAST = TransposeCodec(order=(0, 2, 3, 1))
+
+
+@dataclass
+class PromptInput:
+    """One prompt to capture: its tokens and labels, with the generated clue appended."""
+
+    index: int
+    prompt_id: str
+    target: str
+    annotation: prompts.Annotation
+    n_prompt_tokens: int
+    clue: str | None
+    keep_heads: bool
+
+    @property
+    def group(self) -> str:
+        return f"{self.index:03d}"
+
+
+def wants_heads(target: str, keep_heads: str | Sequence[str]) -> bool:
+    """Whether a target's prompt keeps the per-head maps (``keep_heads``: ``all`` or targets)."""
+    if keep_heads == "all":
+        return True
+    return target.casefold() in {t.casefold() for t in keep_heads}
+
+
+def prompt_inputs(
+    prompt_table: pd.DataFrame,
+    tokenizer: PreTrainedTokenizerBase,
+    clues: pd.DataFrame | None = None,
+    keep_heads: str | Sequence[str] = "all",
+) -> list[PromptInput]:
+    """The prompts of a prompt table; with a clue table, each with its generated clue appended."""
+    by_index = clues.set_index("prompt_index") if clues is not None else None
+    inputs = []
+    for row in prompt_table.to_dict("records"):
+        annotation = prompts.prompt_annotation(row)
+        clue = None
+        if by_index is not None:
+            if row["prompt_index"] not in by_index.index:
+                raise ValueError(f"prompt {row['prompt_id']}: no generated clue in the clue table")
+            generated = by_index.loc[row["prompt_index"]]
+            if generated["prompt_id"] != row["prompt_id"]:
+                raise ValueError(f"prompt {row['prompt_id']}: the clue table is of {generated['prompt_id']}")
+            clue = str(generated["clue"])
+            annotation = prompts.annotate_generated(
+                tokenizer, annotation, [int(i) for i in generated["generated_ids"]], clue
+            )
+        inputs.append(
+            PromptInput(
+                index=int(row["prompt_index"]),
+                prompt_id=row["prompt_id"],
+                target=row["target"],
+                annotation=annotation,
+                n_prompt_tokens=int(row["n_tokens"]),
+                clue=clue,
+                keep_heads=wants_heads(row["target"], keep_heads),
+            )
+        )
+    return inputs
+
+
+def word_membership(annotation: prompts.Annotation) -> tuple[np.ndarray, np.ndarray]:
+    """(word indices, membership): the words of ``WORD_SEGMENTS`` (indices into
+    ``annotation.words``) and a [token, word] 0/1 matrix of which tokens make up each word."""
+    words = np.array(
+        [i for i, segment in enumerate(annotation.word_segment) if segment in WORD_SEGMENTS], dtype=np.int64
+    )
+    token_word = np.asarray(annotation.token_word)
+    membership = (token_word[:, None] == words[None, :]).astype(np.float32)
+    return words, membership
+
+
+def word_maps(a: np.ndarray, membership: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sum, mean over query subwords) of a [query, key] map aggregated to [query_word, key_word]."""
+    summed = membership.T @ metrics.as_float32(a) @ membership
+    counts = membership.sum(axis=0)
+    mean_query = np.divide(summed, counts[:, None], out=np.zeros_like(summed), where=counts[:, None] > 0)
+    return summed, mean_query
+
+
+def input_cosine(model: PreTrainedModel, input_ids: Sequence[int]) -> np.ndarray:
+    """Cosine similarity [query, key] of the input embeddings of a token sequence (fig. 8.6)."""
+    embedding = model.get_input_embeddings()
+    ids = torch.tensor(list(input_ids), device=embedding.weight.device)
+    with torch.inference_mode():
+        vectors = torch.nn.functional.normalize(embedding(ids).float(), dim=-1)
+        return (vectors @ vectors.T).cpu().numpy()
+
+
+class LayerCapture:
+    """Forward hooks on every layer's self-attention: ``sink(layer, attn)`` receives the
+    layer's probabilities of the batch's first sequence, [head, query, key] float16 on the CPU.
+
+    ``ready()``, if given, is called before each layer's copy is made: it may block until
+    the consumer has room, so no more copies exist than the consumer allows.
+    """
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        sink: Callable[[int, torch.Tensor], None],
+        ready: Callable[[], None] | None = None,
+    ):
+        self.modules = variants.attention_modules(model)
+        self.sink, self.ready = sink, ready
+        self.handles: list[torch.utils.hooks.RemovableHandle] = []
+
+    def __enter__(self) -> LayerCapture:
+        for layer, module in enumerate(self.modules):
+            self.handles.append(module.register_forward_hook(partial(self._hook, layer)))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.handles.clear()
+
+    def _hook(self, layer: int, module: torch.nn.Module, args: Any, output: Any) -> None:
+        weights = output[1] if isinstance(output, tuple) and len(output) > 1 else None
+        if weights is None:
+            raise RuntimeError(
+                f"layer {layer}: the attention module returned no probabilities; load the model "
+                "with attn_implementation='eager' (attnscope.models.load_model does)"
+            )
+        if self.ready is not None:
+            self.ready()
+        self.sink(layer, weights[0].detach().to(torch.float16).cpu())
+
+
+class _Writer(threading.Thread):
+    """Runs submitted calls in order on one thread.
+
+    One layer's maps at a time: :meth:`reserve` blocks until the call that holds the
+    previous layer has finished, so the forward pass computes layer l+1 while layer l is
+    written, and never runs further ahead.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(name="attention-writer", daemon=True)
+        self.calls: queue.Queue[tuple[Callable[[], None], bool] | None] = queue.Queue()
+        self.layer_slot = threading.Semaphore(1)
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        while (item := self.calls.get()) is not None:
+            call, holds_layer = item
+            try:
+                if self.error is None:
+                    call()
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the submitting thread
+                self.error = exc
+            finally:
+                if holds_layer:
+                    self.layer_slot.release()
+
+    def reserve(self) -> None:
+        self.check()
+        self.layer_slot.acquire()
+
+    def submit(self, call: Callable[[], None], holds_layer: bool = False) -> None:
+        self.check()
+        self.calls.put((call, holds_layer))
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise RuntimeError("the attention writer failed") from self.error
+
+    def stop(self) -> None:
+        self.calls.put(None)
+        self.join()
+
+
+class _PromptGroup:
+    """The arrays of one prompt's group, filled layer by layer on the writer thread."""
+
+    def __init__(
+        self,
+        root: zarr.Group,
+        prompt: PromptInput,
+        cosine: np.ndarray,
+        num_layers: int,
+        num_heads: int,
+        group_size: int,
+        with_metrics: bool = True,
+    ):
+        ann = prompt.annotation
+        self.root, self.prompt = root, prompt
+        self.num_layers, self.num_heads, self.with_metrics = num_layers, num_heads, with_metrics
+        self.heads_per_chunk = group_size
+        self.cosine = cosine.astype(np.float16)
+        self.layout = metrics.MapLayout(
+            np.asarray(ann.token_shot), np.asarray(ann.token_segment), self.cosine
+        )
+        self.words, self.membership = word_membership(ann)
+        n_words = len(self.words)
+        self.word_sum = np.zeros((num_layers, n_words, n_words), np.float32)
+        self.word_mean = np.zeros_like(self.word_sum)
+        self.metrics = np.full((num_layers, num_heads + 1, len(metrics.STREAMED)), np.nan)
+        self.arrays: dict[str, zarr.Array] = {}
+
+    def create(self) -> None:
+        n = len(self.prompt.annotation.input_ids)
+        if self.prompt.group in self.root:
+            del self.root[self.prompt.group]
+        group = self.root.create_group(self.prompt.group, attributes=self._attributes())
+        self.heads_per_chunk = max(1, min(self.heads_per_chunk, CHUNK_BYTES // (2 * n * n)))
+        specs = {
+            "head_mean": ((self.num_layers, n, n), (1, n, n), "float16", ("layer", "query", "key")),
+            "cosine": ((n, n), (n, n), "float16", ("query", "key")),
+        }
+        if self.prompt.keep_heads:
+            specs["attn"] = (
+                (self.num_layers, self.num_heads, n, n),
+                (1, self.heads_per_chunk, n, n),
+                "float16",
+                ("layer", "head", "query", "key"),
+            )
+        for name, (shape, chunks, dtype, dims) in specs.items():
+            self.arrays[name] = group.create_array(
+                name,
+                shape=shape,
+                chunks=chunks,
+                dtype=dtype,
+                filters=[HEADS_LAST] if name == "attn" else None,
+                compressors=COMPRESSOR,
+                fill_value=0,
+                dimension_names=dims,
+            )
+        self.arrays["cosine"][...] = self.cosine
+        self.group = group
+
+    def add_layer(self, layer: int, attn: torch.Tensor) -> None:
+        a = attn.numpy()
+        if self.prompt.keep_heads:
+            for head in range(0, self.num_heads, self.heads_per_chunk):
+                self.arrays["attn"][layer, head : head + self.heads_per_chunk] = a[
+                    head : head + self.heads_per_chunk
+                ]
+        total = np.zeros(a.shape[1:], np.float32)
+        for head in a:  # one head at a time, through the float16 lookup table: no layer-sized copy
+            total += metrics.as_float32(head)
+        mean = (total / self.num_heads).astype(np.float16)
+        self.arrays["head_mean"][layer] = mean
+        self.word_sum[layer], self.word_mean[layer] = word_maps(mean, self.membership)
+        if self.with_metrics:
+            for head in range(self.num_heads):
+                self.metrics[layer, head] = metrics.streamed_metrics(a[head], self.layout)
+            self.metrics[layer, self.num_heads] = metrics.streamed_metrics(mean, self.layout)
+
+    def finish(self) -> None:
+        word_dims = ("layer", "query_word", "key_word")
+        for name, data, dims in [
+            ("word_attn_sum", self.word_sum, word_dims),
+            ("word_attn_mean_query", self.word_mean, word_dims),
+            ("metrics", self.metrics, ("layer", "map", "metric")),
+        ]:
+            if name == "metrics" and not self.with_metrics:
+                continue
+            self.group.create_array(
+                name, data=data, chunks=data.shape, compressors=COMPRESSOR, dimension_names=dims
+            )
+        self.group.attrs["complete"] = True
+
+    def _attributes(self) -> dict[str, Any]:
+        ann, prompt = self.prompt.annotation, self.prompt
+        return {
+            "prompt_index": prompt.index,
+            "prompt_id": prompt.prompt_id,
+            "target": prompt.target,
+            "clue": prompt.clue,
+            "n_tokens": len(ann.input_ids),
+            "n_prompt_tokens": prompt.n_prompt_tokens,
+            "keep_heads": prompt.keep_heads,
+            "input_ids": [int(i) for i in ann.input_ids],
+            "tokens": list(ann.tokens),
+            "token_segment": list(ann.token_segment),
+            "token_shot": [int(s) for s in ann.token_shot],
+            "token_word": [int(w) for w in ann.token_word],
+            "words": list(ann.words),
+            "word_segment": list(ann.word_segment),
+            "word_shot": [int(s) for s in ann.word_shot],
+            "map_words": [int(w) for w in self.words],
+            "complete": False,
+        }
+
+
+def partial_path(path: str | os.PathLike) -> Path:
+    """Where an unfinished store is written (renamed to ``path`` when complete)."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.partial")
+
+
+def _open_partial(path: Path, attrs: Mapping[str, Any]) -> zarr.Group:
+    """The partial store for ``attrs``' config digest: resumed if it matches, else fresh."""
+    if path.exists():
+        try:
+            old = zarr.open_group(path, mode="r").attrs.get("config_digest")
+        except (FileNotFoundError, ValueError, KeyError):
+            old = None
+        if old == attrs["config_digest"]:
+            log.info("resuming the partial store %s", path)
+            return zarr.open_group(path, mode="a")
+        shutil.rmtree(path)
+    return zarr.open_group(path, mode="w", attributes=dict(attrs))
+
+
+def extract(
+    model: PreTrainedModel,
+    inputs: Sequence[PromptInput],
+    path: str | os.PathLike,
+    attrs: Mapping[str, Any],
+    with_metrics: bool = True,
+    progress: bool = True,
+) -> dict[str, int]:
+    """Capture every prompt's attention maps into the Zarr store at ``path``.
+
+    ``attrs`` become the root attributes and must hold ``config_digest``. With
+    ``with_metrics=False`` only the maps are stored (no ``metrics`` arrays: the
+    benchmark's capture + write figure). Returns the counts of prompts computed and resumed.
+    """
+    config = model.config
+    num_layers, num_heads = config.num_hidden_layers, config.num_attention_heads
+    num_kv_heads = getattr(config, "num_key_value_heads", None) or num_heads
+    group_size = num_heads // num_kv_heads
+    root_attrs = {
+        **attrs,
+        "store_version": STORE_VERSION,
+        "num_layers": num_layers,
+        "num_heads": num_heads,
+        "num_kv_heads": num_kv_heads,
+        "kv_head": [h // group_size for h in range(num_heads)],
+        "metrics": list(metrics.STREAMED),
+        "prompts": [{"group": p.group, "prompt_id": p.prompt_id, "target": p.target} for p in inputs],
+    }
+    final, tmp = Path(path), partial_path(path)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    root = _open_partial(tmp, root_attrs)
+    done = {p.group for p in inputs if p.group in root and root[p.group].attrs.get("complete")}
+    device = next(model.parameters()).device
+    writer = _Writer()
+    writer.start()
+    # numpy's BLAS runs single-threaded meanwhile: the writer's small BLAS calls would
+    # only contend with torch's threads for the cores.
+    with threadpool_limits(1, user_api="blas"):
+        try:
+            for prompt in tqdm(inputs, desc="attention", unit="prompt", disable=not progress):
+                if prompt.group in done:
+                    continue
+                ids = prompt.annotation.input_ids
+                cosine = input_cosine(model, ids)
+                group = _PromptGroup(root, prompt, cosine, num_layers, num_heads, group_size, with_metrics)
+                writer.submit(group.create)
+
+                def sink(layer: int, attn: torch.Tensor, group: _PromptGroup = group) -> None:
+                    writer.submit(partial(group.add_layer, layer, attn), holds_layer=True)
+
+                with torch.inference_mode(), LayerCapture(model, sink, ready=writer.reserve):
+                    model.model(input_ids=torch.tensor([ids], device=device), use_cache=False)
+                writer.submit(group.finish)
+        finally:
+            writer.stop()
+    writer.check()
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    return {"computed": len(inputs) - len(done), "resumed": len(done)}
+
+
+def store_bytes(path: str | os.PathLike, array: str | None = None) -> int:
+    """Bytes on disk of a store, or of one array name summed over all prompt groups."""
+    total = 0
+    for directory, _, files in os.walk(path):
+        if array is None or Path(directory).relative_to(path).parts[1:2] == (array,):
+            total += sum(os.path.getsize(Path(directory, f)) for f in files)
+    return total
+
+
+def metrics_table(path: str | os.PathLike, epsilon: float = 0.1, progress: bool = True) -> pd.DataFrame:
+    """The store's metrics, one row per prompt × layer × head (``head`` -1: the head mean).
+
+    The streamed metrics come from each group's ``metrics`` array; the spectral ranks are
+    computed here from the stored maps: ``head_mean`` of every prompt and ``attn`` of the
+    prompts that keep their heads (NaN for the other prompts' heads).
+    """
+    root = zarr.open_group(path, mode="r")
+    num_heads, kv_head = root.attrs["num_heads"], root.attrs["kv_head"]
+    frames = []
+    for entry in tqdm(root.attrs["prompts"], desc="spectra", unit="prompt", disable=not progress):
+        group = root[entry["group"]]
+        streamed = group["metrics"][...]
+        num_layers = streamed.shape[0]
+        spectral = np.full((num_layers, num_heads + 1, len(metrics.SPECTRAL)), np.nan)
+        for layer in range(num_layers):
+            spectral[layer, num_heads] = metrics.spectral_ranks(group["head_mean"][layer], epsilon)
+            if "attn" in group:
+                heads = group["attn"][layer]
+                for head in range(num_heads):
+                    spectral[layer, head] = metrics.spectral_ranks(heads[head], epsilon)
+        values = np.concatenate([streamed, spectral], axis=2)
+        layers, maps = np.meshgrid(np.arange(num_layers), np.arange(num_heads + 1), indexing="ij")
+        heads = np.where(maps == num_heads, metrics.HEAD_MEAN, maps).ravel()
+        frame = pd.DataFrame(values.reshape(-1, values.shape[2]), columns=list(metrics.METRICS))
+        frame.insert(0, "prompt_index", group.attrs["prompt_index"])
+        frame.insert(1, "prompt_id", group.attrs["prompt_id"])
+        frame.insert(2, "target", group.attrs["target"])
+        frame.insert(3, "layer", layers.ravel())
+        frame.insert(4, "head", heads)
+        frame.insert(5, "kv_head", [kv_head[h] if h >= 0 else -1 for h in heads])
+        frame.insert(6, "n_tokens", group.attrs["n_tokens"])
+        frame.insert(7, "keep_heads", group.attrs["keep_heads"])
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _prompt_dataset(ds: xr.Dataset, root: Mapping[str, Any]) -> xr.Dataset:
+    attrs = ds.attrs
+    n, words = attrs["n_tokens"], attrs["map_words"]
+    word_text = [attrs["words"][w] for w in words]
+    word_segment = [attrs["word_segment"][w] for w in words]
+    word_shot = [attrs["word_shot"][w] for w in words]
+    coords: dict[str, Any] = {
+        "layer": np.arange(root["num_layers"]),
+        "head": np.arange(root["num_heads"]),
+        "kv_head": ("head", np.asarray(root["kv_head"])),
+        "map": np.append(np.arange(root["num_heads"]), metrics.HEAD_MEAN),
+        "metric": list(root["metrics"]),
+    }
+    for side in ("query", "key"):
+        coords[side] = np.arange(n)
+        coords[f"{side}_token"] = (side, list(attrs["tokens"]))
+        coords[f"{side}_segment"] = (side, list(attrs["token_segment"]))
+        coords[f"{side}_shot"] = (side, np.asarray(attrs["token_shot"]))
+        coords[f"{side}_token_word"] = (side, np.asarray(attrs["token_word"]))
+        coords[f"{side}_word"] = np.asarray(words, dtype=np.int64)
+        coords[f"{side}_word_text"] = (f"{side}_word", word_text)
+        coords[f"{side}_word_segment"] = (f"{side}_word", word_segment)
+        coords[f"{side}_word_shot"] = (f"{side}_word", np.asarray(word_shot, dtype=np.int64))
+    return ds.assign_coords(coords)
+
+
+def open_attention(path: str | os.PathLike) -> xr.DataTree:
+    """Open a store lazily as an ``xarray.DataTree``: one child per prompt group (``"000"``, ...).
+
+    Each child's Dataset has ``attn`` (prompts that keep heads), ``head_mean``,
+    ``word_attn_sum``, ``word_attn_mean_query``, ``cosine`` and ``metrics`` with named
+    dimensions (layer, head, query, key, query_word, key_word, map, metric) and token
+    coordinates (``query_token``, ``query_segment``, ``query_shot``, ``query_token_word``,
+    the same for ``key``; ``query_word_text`` etc. for the words). Arrays are read from
+    disk only when indexed or loaded. The root's attributes are the store's: model,
+    variant, config digest, ``kv_head``, and ``prompts`` (group, prompt_id, target).
+    """
+    import xarray as xr
+
+    tree = xr.open_datatree(path, engine="zarr", chunks=None, consolidated=False, zarr_format=3)
+    root = dict(tree.attrs)
+    nodes = {"/": xr.Dataset(attrs=root)}
+    for entry in root["prompts"]:
+        nodes[entry["group"]] = _prompt_dataset(tree[entry["group"]].to_dataset(), root)
+    return xr.DataTree.from_dict(nodes)

@@ -1,0 +1,302 @@
+"""Metrics of attention maps (thesis 7.2.1, 8.2, 8.3), one row per prompt × layer × head.
+
+A *map* is one causal, row-stochastic matrix ``a[query, key]`` of n tokens: one query
+head's attention probabilities or the head mean (the thesis's single-head simulation).
+Every metric is a function of the map as stored (float16) and of the prompt's token
+labels. Row averages run over rows i ≥ 1: row 0's only causal key is itself.
+
+- ``row_entropy``: mean of H(a[i, :i+1]) / log(i+1), so 1 for uniform attention over
+  the causal keys and 0 for one-hot rows.
+- ``self_mass``, ``previous_mass``, ``sink_mass``: mean of a[i, i], a[i, i-1], a[i, 0].
+- ``within_shot_mass``, ``across_shot_mass``: over the query tokens of shots 2..k (those
+  with earlier shots to attend to; a shot's tokens are its "Word:" label, word, clue and
+  "#"), the mean mass on keys of the query's own shot, and on keys of the other shots.
+  The rest goes to the instruction, the chat template and the sink.
+- ``clue_target_mass``: over the generated clue's tokens, the mean mass on the target
+  word's tokens (NaN without a generated clue).
+- ``cosine_pearson``, ``cosine_spearman``: correlation of a[i, j] with the cosine
+  similarity of the input embeddings of tokens i and j over the strict causal triangle
+  j < i (the diagonal, where the cosine is 1, is left out); Spearman with average ranks.
+- ``stable_rank``: ‖a‖²_F / σ₁², σ₁² by power iteration on aᵀa.
+- ``effective_rank``: exp of the entropy of the singular values normalised to sum 1
+  (Roy & Vetterli 2007); ``epsilon_rank``: the smallest r with ‖a − a_r‖_F ≤ ε‖a‖_F,
+  as ``attnscope.theory.epsilon_rank``. Both need the full spectrum, so they are
+  computed from the store (:func:`spectral_ranks`): for the head mean of every prompt
+  and for every head of the prompts that keep their heads.
+
+For the identity all three ranks are n; for b uniform diagonal blocks they are b.
+
+The capture computes the other metrics for every map while it streams, so they must be
+cheap: float16 maps are read through lookup tables over their 65 536 bit patterns
+(value and x·log x), and ranks of float16 values come from a histogram of those patterns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy.stats import rankdata
+
+from attnscope.io import markdown_table
+from attnscope.prompts import GENERATED, TARGET
+
+STREAMED = (
+    "row_entropy",
+    "self_mass",
+    "previous_mass",
+    "sink_mass",
+    "within_shot_mass",
+    "across_shot_mass",
+    "clue_target_mass",
+    "cosine_pearson",
+    "cosine_spearman",
+    "stable_rank",
+)
+"""Metrics computed for every map during the capture."""
+SPECTRAL = ("effective_rank", "epsilon_rank")
+"""Metrics from the full spectrum, computed from the stored maps."""
+METRICS = STREAMED + SPECTRAL
+HEAD_MEAN = -1
+"""The ``head`` value of the head-mean map in the metrics table."""
+
+POWER_ITERATIONS = 1000
+POWER_TOLERANCE = 1e-6
+"""Power iteration stops when σ₁² changes by less than this (relative): about 6 steps on
+SmolLM2's maps, stable ranks within 1e-5 of the SVD's."""
+
+_CODES = np.arange(1 << 16, dtype=np.uint16)
+_F16_VALUE = _CODES.view(np.float16).astype(np.float32)
+with np.errstate(invalid="ignore", divide="ignore"):
+    _F16_XLOGX = np.where(_F16_VALUE > 0, _F16_VALUE * np.log(_F16_VALUE), np.float32(0)).astype(np.float32)
+
+
+def as_float32(a: np.ndarray) -> np.ndarray:
+    """``a`` as float32 (float16 through a lookup table: exact and much faster than a cast)."""
+    a = np.asarray(a)
+    return _F16_VALUE[a.view(np.uint16)] if a.dtype == np.float16 else a.astype(np.float32, copy=False)
+
+
+def _xlogx(a: np.ndarray) -> np.ndarray:
+    if a.dtype == np.float16:
+        return _F16_XLOGX[a.view(np.uint16)]
+    a = a.astype(np.float64, copy=False)
+    return a * np.log(np.where(a > 0, a, 1.0))
+
+
+def row_entropy(a: np.ndarray) -> float:
+    """Mean over rows i ≥ 1 of the row's entropy divided by log(i + 1)."""
+    a = np.asarray(a)
+    if len(a) < 2:
+        return float("nan")
+    entropy = -_xlogx(a[1:]).sum(axis=1, dtype=np.float64)
+    return float(np.mean(entropy / np.log(np.arange(2, len(a) + 1))))
+
+
+def self_mass(a: np.ndarray) -> float:
+    """Mean attention of rows i ≥ 1 on their own token."""
+    return float(np.mean(as_float32(np.diagonal(a)[1:]), dtype=np.float64)) if len(a) > 1 else float("nan")
+
+
+def previous_mass(a: np.ndarray) -> float:
+    """Mean attention of rows i ≥ 1 on the token before."""
+    return float(np.mean(as_float32(np.diagonal(a, -1)), dtype=np.float64)) if len(a) > 1 else float("nan")
+
+
+def sink_mass(a: np.ndarray) -> float:
+    """Mean attention of rows i ≥ 1 on the first token (the attention sink)."""
+    return float(np.mean(as_float32(a[1:, 0]), dtype=np.float64)) if len(a) > 1 else float("nan")
+
+
+def shot_masses(a: np.ndarray, token_shot: Sequence[int]) -> tuple[float, float]:
+    """(within, across): mean mass of the queries in shots ≥ 2 on their own shot's keys and
+    on the other shots' keys."""
+    shot = np.asarray(token_shot)
+    queries = np.flatnonzero(shot >= 2)
+    if not len(queries):
+        return float("nan"), float("nan")
+    one_hot = (shot[:, None] == np.arange(shot.max() + 1)).astype(np.float32)
+    mass = (as_float32(a[queries]) @ one_hot).astype(np.float64)  # [query, shot]
+    within = mass[np.arange(len(queries)), shot[queries]]
+    across = mass[:, 1:].sum(axis=1) - within
+    return float(within.mean()), float(across.mean())
+
+
+def block_mass(a: np.ndarray, queries: np.ndarray, keys: np.ndarray) -> float:
+    """Mean over ``queries`` of their total attention on ``keys`` (NaN if either is empty)."""
+    if not len(queries) or not len(keys):
+        return float("nan")
+    return float(as_float32(a[np.ix_(queries, keys)]).sum(axis=1, dtype=np.float64).mean())
+
+
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks 1..n with ties averaged (as ``scipy.stats.rankdata``); O(n) for non-negative float16."""
+    values = np.asarray(values)
+    if values.dtype == np.float16:
+        codes = values.view(np.uint16)
+        if not (codes >= 0x7C00).any():  # no negatives, infinities or NaNs: codes sort like values
+            counts = np.bincount(codes)  # bins up to the largest code: 0x3C00 (1.0) for probabilities
+            below = np.cumsum(counts) - counts
+            return (below + (counts + 1) / 2.0)[codes]
+    return rankdata(values)
+
+
+def _unit_centered(values: np.ndarray) -> np.ndarray | None:
+    centered = np.asarray(values, dtype=np.float64) - np.mean(values, dtype=np.float64)
+    norm = np.linalg.norm(centered)
+    return centered / norm if norm > 0 else None
+
+
+def correlation(x: np.ndarray, y_unit: np.ndarray | None) -> float:
+    """Pearson correlation of ``x`` with a reference given as its centred, unit-norm vector."""
+    x = np.asarray(x, dtype=np.float64)
+    squares = float(x @ x)
+    spread = squares - float(x.sum()) ** 2 / len(x)  # ‖x − x̄‖²
+    if y_unit is None or spread <= 1e-12 * squares:
+        return float("nan")
+    return float(np.clip((x @ y_unit) / np.sqrt(spread), -1.0, 1.0))
+
+
+def stable_rank(a: np.ndarray) -> float:
+    """‖a‖²_F / σ₁², σ₁² the largest eigenvalue of aᵀa by power iteration from the ones vector."""
+    a = as_float32(a)
+    frobenius = float(np.einsum("ij,ij->", a, a, dtype=np.float64))
+    if frobenius == 0:
+        return float("nan")
+    v = np.full(a.shape[1], 1 / np.sqrt(a.shape[1]), dtype=np.float32)
+    largest = 0.0
+    for _ in range(POWER_ITERATIONS):
+        w = a.T @ (a @ v)
+        estimate = float(v @ w)
+        v = w / np.linalg.norm(w)
+        converged = abs(estimate - largest) <= POWER_TOLERANCE * estimate
+        largest = estimate
+        if converged:
+            break
+    return frobenius / largest
+
+
+def singular_values(a: np.ndarray) -> np.ndarray:
+    """Singular values of a square map, descending (from the eigenvalues of a·aᵀ, float64)."""
+    a = as_float32(a).astype(np.float64)
+    squared = np.clip(np.linalg.eigvalsh(a @ a.T), 0.0, None)
+    return np.sqrt(squared[::-1])
+
+
+def effective_rank(sigma: np.ndarray) -> float:
+    """exp(entropy of σ / Σσ) (Roy & Vetterli): n for n equal singular values, 1 for rank one."""
+    total = sigma.sum()
+    if total <= 0:
+        return float("nan")
+    p = sigma[sigma > 0] / total
+    return float(np.exp(-(p * np.log(p)).sum()))
+
+
+def epsilon_rank(sigma: np.ndarray, epsilon: float) -> float:
+    """Smallest r with ‖a − a_r‖_F ≤ ε‖a‖_F, from the descending singular values."""
+    squared = np.asarray(sigma, dtype=np.float64) ** 2
+    tail = np.append(np.cumsum(squared[::-1])[::-1], 0.0)  # tail[r] = ‖a − a_r‖²_F
+    return float(np.argmax(tail <= epsilon**2 * tail[0]))
+
+
+def spectral_ranks(a: np.ndarray, epsilon: float) -> np.ndarray:
+    """The :data:`SPECTRAL` metrics of one map: effective rank and ε-rank."""
+    sigma = singular_values(a)
+    return np.array([effective_rank(sigma), epsilon_rank(sigma, epsilon)])
+
+
+@dataclass
+class MapLayout:
+    """A prompt's token labels and embedding cosine, prepared once for all of its maps."""
+
+    token_shot: np.ndarray
+    token_segment: np.ndarray
+    cosine: np.ndarray
+    triangle: np.ndarray = field(init=False)
+    cosine_unit: np.ndarray | None = field(init=False)
+    cosine_rank_unit: np.ndarray | None = field(init=False)
+    clue_queries: np.ndarray = field(init=False)
+    target_keys: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        n = len(self.token_shot)
+        self.triangle = np.flatnonzero(np.tri(n, n, -1, dtype=bool))  # flat indices of j < i
+        pairs = np.asarray(self.cosine).ravel()[self.triangle]
+        self.cosine_unit = _unit_centered(as_float32(pairs))
+        self.cosine_rank_unit = _unit_centered(average_ranks(pairs))
+        segment = np.asarray(self.token_segment)
+        self.clue_queries = np.flatnonzero(segment == GENERATED)
+        self.target_keys = np.flatnonzero(segment == TARGET)
+
+
+def cosine_correlations(a: np.ndarray, layout: MapLayout) -> tuple[float, float]:
+    """(Pearson, Spearman) of a map with the embedding cosine over the strict causal triangle."""
+    pairs = np.ascontiguousarray(a).ravel()[layout.triangle]
+    return (
+        correlation(as_float32(pairs), layout.cosine_unit),
+        correlation(average_ranks(pairs), layout.cosine_rank_unit),
+    )
+
+
+def streamed_metrics(a: np.ndarray, layout: MapLayout) -> np.ndarray:
+    """The :data:`STREAMED` metrics of one map, in that order."""
+    a32 = as_float32(a)
+    return np.array(
+        [
+            row_entropy(a),
+            self_mass(a32),
+            previous_mass(a32),
+            sink_mass(a32),
+            *shot_masses(a32, layout.token_shot),
+            block_mass(a32, layout.clue_queries, layout.target_keys),
+            *cosine_correlations(a, layout),
+            stable_rank(a32),
+        ]
+    )
+
+
+SUMMARY_STATS = ("n", "mean", "std", "min", "q25", "median", "q75", "max")
+
+
+def summarize(table: pd.DataFrame) -> pd.DataFrame:
+    """Per layer, across prompts: the spread of every metric for the head-mean maps
+    (``maps = head_mean``) and for the individual heads pooled (``maps = heads``)."""
+    long = table.assign(maps=np.where(table["head"] == HEAD_MEAN, "head_mean", "heads")).melt(
+        id_vars=["layer", "maps"], value_vars=list(METRICS), var_name="metric"
+    )
+    grouped = long.dropna(subset=["value"]).groupby(["maps", "layer", "metric"])["value"]
+    summary = grouped.agg(
+        n="count",
+        mean="mean",
+        std="std",
+        min="min",
+        q25=lambda v: v.quantile(0.25),
+        median="median",
+        q75=lambda v: v.quantile(0.75),
+        max="max",
+    ).reset_index()
+    order = {name: i for i, name in enumerate(METRICS)}
+    summary = summary.sort_values(
+        ["maps", "layer", "metric"], key=lambda c: c.map(order) if c.name == "metric" else c
+    )
+    return summary.reset_index(drop=True)
+
+
+def summary_markdown(summary: pd.DataFrame, title: str) -> str:
+    """The head-mean rows of :func:`summarize` as Markdown: layer × metric, mean ± std."""
+    mean_maps = summary[summary["maps"] == "head_mean"]
+    cells = mean_maps.assign(
+        cell=[
+            f"{m:.3g} ± {s:.2g}" if s == s else f"{m:.3g}"
+            for m, s in zip(mean_maps["mean"], mean_maps["std"])
+        ]
+    )
+    wide = cells.pivot(index="layer", columns="metric", values="cell")
+    wide = wide[[m for m in METRICS if m in wide.columns]].reset_index()
+    n_prompts = int(mean_maps["n"].max()) if len(mean_maps) else 0
+    return (
+        f"# {title}\n\nHead-mean maps, mean ± std over {n_prompts} prompts per layer "
+        "(docs/attention.md defines the metrics).\n\n" + markdown_table(wide)
+    )

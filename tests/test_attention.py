@@ -1,0 +1,364 @@
+"""Attention capture into Zarr, word maps, stored metrics, the loader, interrupted writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import xarray as xr
+import zarr
+
+import attnscope
+from attnscope import attention, metrics, models, prompts
+from tests.conftest import REPO
+
+CLUE = "Man's best friend, semi-aquatic.#"
+SPEC = {"category": "Animals", "k": 3, "seed": 0}
+
+
+def prompt_table(tokenizer, clues, targets=("Ant", "Bee"), spec=SPEC) -> pd.DataFrame:
+    return prompts.build_prompts(clues, "animals-k3", spec, list(targets), tokenizer)
+
+
+def clue_table(table: pd.DataFrame, tokenizer, text: str = CLUE) -> pd.DataFrame:
+    """A clue table as generate_clues writes it, every prompt 'generating' ``text`` and EOS."""
+    ids = tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id]
+    return pd.DataFrame(
+        {
+            "prompt_index": table["prompt_index"],
+            "prompt_id": table["prompt_id"],
+            "clue": text.split("#")[0],
+            "generated_ids": [ids] * len(table),
+        }
+    )
+
+
+def extract(model, tokenizer, table, path, clues=None, keep_heads="all", digest="test") -> Path:
+    inputs = attention.prompt_inputs(table, tokenizer, clues, keep_heads)
+    attention.extract(model, inputs, path, {"config_digest": digest}, progress=False)
+    return Path(path)
+
+
+def reference_attentions(model, ids) -> np.ndarray:
+    """[layer, head, query, key] from transformers' own output_attentions=True."""
+    with torch.inference_mode():
+        out = model(input_ids=torch.tensor([list(ids)], device=model.device), output_attentions=True)
+    return torch.stack([a[0] for a in out.attentions]).float().cpu().numpy()
+
+
+def assert_float16_equal(stored: np.ndarray, reference: np.ndarray) -> None:
+    """Equal to float16 precision: within half an ulp of float16 (plus its subnormal step)."""
+    np.testing.assert_allclose(stored.astype(np.float32), reference, rtol=2**-11, atol=2**-25)
+
+
+@pytest.fixture(scope="module")
+def llama_store(tiny_llama, sample_clues, tmp_path_factory):
+    """The tiny Llama (SmolLM2 tokenizer) on two prompts with a clue appended; heads kept for Ant."""
+    model, tokenizer = tiny_llama
+    table = prompt_table(tokenizer, sample_clues)
+    path = tmp_path_factory.mktemp("llama") / "animals-k3.zarr"
+    extract(model, tokenizer, table, path, clue_table(table, tokenizer), keep_heads=["ant"])
+    return path, table
+
+
+@pytest.mark.parametrize("fixture", ["tiny_llama", "tiny_mistral"])
+def test_captured_attention_equals_output_attentions(fixture, request, sample_clues, tmp_path):
+    model, tokenizer = request.getfixturevalue(fixture)
+    table = prompt_table(tokenizer, sample_clues, targets=["Fox"])
+    root = zarr.open_group(extract(model, tokenizer, table, tmp_path / "s.zarr"), mode="r")
+    attn = root["000"]["attn"][...]
+    reference = reference_attentions(model, table["input_ids"][0])
+    assert attn.dtype == np.float16 and attn.shape == reference.shape
+    assert_float16_equal(attn, reference)
+    assert root.attrs["kv_head"] == [
+        h // (model.config.num_attention_heads // 2) for h in range(attn.shape[1])
+    ]
+
+
+def test_layer_capture_streams_one_layer_at_a_time(tiny_mistral):
+    model, _ = tiny_mistral
+    seen = []
+    with torch.inference_mode(), attention.LayerCapture(model, lambda layer, a: seen.append((layer, a))):
+        model(input_ids=torch.arange(1, 9)[None])
+    assert [layer for layer, _ in seen] == [0, 1]
+    assert all(a.dtype == torch.float16 and a.shape == (4, 8, 8) for _, a in seen)
+    with torch.inference_mode():  # the hooks are gone afterwards
+        model(input_ids=torch.arange(1, 9)[None])
+    assert len(seen) == 2
+
+
+def test_sdpa_attention_is_refused(tiny_mistral):
+    model, _ = tiny_mistral
+    model.config._attn_implementation = "sdpa"
+    try:
+        with pytest.raises(RuntimeError, match="eager"), torch.inference_mode():
+            with attention.LayerCapture(model, lambda layer, a: None):
+                model(input_ids=torch.arange(1, 9)[None])
+    finally:
+        model.config._attn_implementation = "eager"
+
+
+def test_stored_rows_are_causal_distributions(llama_store):
+    path, _ = llama_store
+    group = zarr.open_group(path, mode="r")["000"]
+    for name in ("attn", "head_mean"):
+        maps = group[name][...].astype(np.float64)
+        n = maps.shape[-1]
+        assert (maps[..., np.triu_indices(n, 1)[0], np.triu_indices(n, 1)[1]] == 0).all(), name
+        np.testing.assert_allclose(maps.sum(axis=-1), 1.0, atol=1e-3, err_msg=name)
+
+
+def test_head_mean_and_cosine_are_what_the_docs_say(llama_store, tiny_llama):
+    path, table = llama_store
+    group = zarr.open_group(path, mode="r")["000"]
+    attn = group["attn"][...]
+    expected = attn.mean(axis=1, dtype=np.float32).astype(np.float16)
+    np.testing.assert_array_equal(group["head_mean"][...], expected)
+    ids = group.attrs["input_ids"]
+    cosine = attention.input_cosine(tiny_llama[0], ids).astype(np.float16)
+    np.testing.assert_array_equal(group["cosine"][...], cosine)
+
+
+def test_heads_are_kept_only_for_the_chosen_targets(llama_store):
+    path, _ = llama_store
+    root = zarr.open_group(path, mode="r")
+    assert "attn" in root["000"] and root["000"].attrs["keep_heads"]
+    assert "attn" not in root["001"] and not root["001"].attrs["keep_heads"]
+    assert {"head_mean", "word_attn_sum", "word_attn_mean_query", "cosine", "metrics"} <= set(root["001"])
+
+
+def test_word_maps_by_hand():
+    a = np.tril(np.ones((4, 4))) / np.arange(1, 5)[:, None]
+    membership = np.array([[1, 0], [1, 0], [0, 0], [0, 1]], dtype=np.float32)  # word 0 = tokens 0, 1
+    summed, mean_query = attention.word_maps(a, membership)
+    np.testing.assert_allclose(summed, [[1 + 0.5 + 0.5, 0], [0.25 + 0.25, 0.25]])
+    np.testing.assert_allclose(mean_query, [[1.0, 0], [0.5, 0.25]])
+
+
+def test_word_maps_group_each_words_subwords_and_keep_the_mass(llama_store, tiny_llama):
+    path, _ = llama_store
+    tokenizer = tiny_llama[1]
+    group = zarr.open_group(path, mode="r")["000"]
+    attrs = group.attrs
+    words, tokens, token_word = attrs["words"], attrs["tokens"], np.array(attrs["token_word"])
+    map_words = attrs["map_words"]
+    assert {"Man's", "semi-aquatic"} <= {words[w] for w in map_words}
+    members = {}
+    for w in map_words:
+        idx = np.flatnonzero(token_word == w)
+        members[w] = idx
+        assert tokenizer.convert_tokens_to_string([tokens[i] for i in idx]).strip() == words[w]
+    multi = [words[w] for w in map_words if len(members[w]) > 1]
+    assert "semi-aquatic" in multi  # a word of several subwords is one group
+    head_mean = group["head_mean"][...].astype(np.float32)
+    summed, mean_query = group["word_attn_sum"][...], group["word_attn_mean_query"][...]
+    every = np.concatenate(list(members.values()))
+    for layer in range(head_mean.shape[0]):
+        # total mass over the plotted words is preserved ...
+        expected_total = head_mean[layer][np.ix_(every, every)].sum()
+        assert summed[layer].sum() == pytest.approx(expected_total, rel=1e-5)
+        # ... and each cell sums exactly its two words' subword pairs
+        for i, wq in enumerate(map_words):
+            for j, wk in enumerate(map_words[:5]):
+                cell = head_mean[layer][np.ix_(members[wq], members[wk])].sum()
+                assert summed[layer, i, j] == pytest.approx(cell, rel=1e-5, abs=1e-7)
+                assert mean_query[layer, i, j] == pytest.approx(cell / len(members[wq]), rel=1e-5, abs=1e-7)
+
+
+def test_stored_metrics_are_the_metrics_of_the_stored_maps(llama_store):
+    path, _ = llama_store
+    group = zarr.open_group(path, mode="r")["000"]
+    attrs = group.attrs
+    layout = metrics.MapLayout(
+        np.array(attrs["token_shot"]), np.array(attrs["token_segment"]), group["cosine"][...]
+    )
+    stored = group["metrics"][...]
+    attn, head_mean = group["attn"][...], group["head_mean"][...]
+    for layer in range(stored.shape[0]):
+        for head in range(attn.shape[1]):
+            np.testing.assert_allclose(
+                stored[layer, head], metrics.streamed_metrics(attn[layer, head], layout)
+            )
+        np.testing.assert_allclose(stored[layer, -1], metrics.streamed_metrics(head_mean[layer], layout))
+    row = dict(zip(metrics.STREAMED, stored[0, -1]))
+    assert 0 < row["clue_target_mass"] < 1  # the appended clue attends to the target word
+    assert 0 < row["within_shot_mass"] < 1 and 0 < row["across_shot_mass"] < 1
+
+
+def test_metrics_table_rows_and_spectral_ranks(llama_store, tiny_llama):
+    path, _ = llama_store
+    table = attention.metrics_table(path, epsilon=0.1, progress=False)
+    num_layers, num_heads = 2, 6
+    assert len(table) == 2 * num_layers * (num_heads + 1)
+    assert list(table.columns[-len(metrics.METRICS) :]) == list(metrics.METRICS)
+    assert sorted(table["head"].unique()) == [-1, *range(num_heads)]
+    kept = table["target"] == "Ant"
+    assert table.loc[kept, "effective_rank"].notna().all()  # heads stored: spectra of every map
+    means = table["head"] == -1
+    assert table.loc[~kept & means, "effective_rank"].notna().all()
+    assert table.loc[~kept & ~means, "effective_rank"].isna().all()
+    head_mean = zarr.open_group(path, mode="r")["001"]["head_mean"][1]
+    row = table[(table["prompt_index"] == 1) & (table["layer"] == 1) & means].iloc[0]
+    assert [row["effective_rank"], row["epsilon_rank"]] == pytest.approx(
+        metrics.spectral_ranks(head_mean, 0.1)
+    )
+
+
+def test_loader_coordinates_match_the_prompt_table(llama_store):
+    path, table = llama_store
+    tree = attnscope.open_attention(path)
+    assert isinstance(tree, xr.DataTree)
+    assert [p["target"] for p in tree.attrs["prompts"]] == ["Ant", "Bee"]
+    for row in table.to_dict("records"):
+        ds = tree[f"{row['prompt_index']:03d}"].to_dataset()
+        n = row["n_tokens"]
+        assert ds.attrs["prompt_id"] == row["prompt_id"]
+        for side in ("query", "key"):
+            assert list(ds[f"{side}_token"].values[:n]) == list(row["tokens"])
+            assert list(ds[f"{side}_segment"].values[:n]) == list(row["token_segment"])
+            assert list(ds[f"{side}_shot"].values[:n]) == list(row["token_shot"])
+            assert list(ds[f"{side}_token_word"].values[:n]) == list(row["token_word"])
+        assert "generated" in set(ds["query_segment"].values[n:])
+        words = [w for w, s in zip(row["words"], row["word_segment"]) if s in attention.WORD_SEGMENTS]
+        assert list(ds["query_word_text"].values[: len(words)]) == words
+        assert ds["head_mean"].dims == ("layer", "query", "key")
+        assert ds["word_attn_sum"].dims == ("layer", "query_word", "key_word")
+        assert list(ds["metric"].values) == list(metrics.STREAMED)
+        assert not ds["head_mean"].variable._in_memory  # read from disk only when indexed
+    ant = tree["000"].to_dataset()
+    assert ant["attn"].dims == ("layer", "head", "query", "key")
+    assert list(ant["kv_head"].values) == [0, 0, 0, 1, 1, 1]
+    one = ant["attn"].sel(layer=1, head=2).where(ant["query_segment"] == "target", drop=True)
+    assert one.shape == (1, ant.sizes["key"])
+
+
+SLOW_EXTRACT = textwrap.dedent(
+    """
+    import sys, time
+    import pandas as pd
+    from attnscope import attention, models
+
+    model_dir, table_path, store = sys.argv[1:]
+    loaded = models.load_model(model_dir)
+    inputs = attention.prompt_inputs(pd.read_parquet(table_path), loaded.tokenizer)
+    finish = attention._PromptGroup.finish
+
+    def slow_finish(self):  # make the kill land mid-run
+        finish(self)
+        time.sleep(0.5)
+
+    attention._PromptGroup.finish = slow_finish
+    attention.extract(loaded.model, inputs, store, {"config_digest": "test"}, progress=False)
+    """
+)
+
+
+def completed_groups(partial: Path) -> int:
+    done = 0
+    for meta in partial.glob("*/zarr.json"):
+        try:
+            done += bool(json.loads(meta.read_text())["attributes"].get("complete"))
+        except (OSError, ValueError, KeyError):
+            pass
+    return done
+
+
+def test_killed_write_leaves_no_store_and_a_rerun_completes_it(prepared_tiny_mistral, sample_clues, tmp_path):
+    loaded = models.load_model(prepared_tiny_mistral)
+    table = prompt_table(loaded.tokenizer, sample_clues, targets=["Ant", "Bee", "Fox", "Raven", "Dog"])
+    table.to_parquet(tmp_path / "prompts.parquet")
+    store = tmp_path / "out" / "animals-k3.zarr"
+    partial = attention.partial_path(store)
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    script = [
+        sys.executable,
+        "-c",
+        SLOW_EXTRACT,
+        str(prepared_tiny_mistral),
+        str(tmp_path / "prompts.parquet"),
+    ]
+    process = subprocess.Popen([*script, str(store)], env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while completed_groups(partial) < 2:
+            assert process.poll() is None, "the extraction ended before it could be killed"
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        os.kill(process.pid, signal.SIGKILL)
+    finally:
+        process.wait()
+    assert not store.exists(), "a killed job left a finished-looking store"
+    assert partial.is_dir() and completed_groups(partial) < len(table)
+
+    inputs = attention.prompt_inputs(table, loaded.tokenizer)
+    counts = attention.extract(loaded.model, inputs, store, {"config_digest": "test"}, progress=False)
+    assert counts["resumed"] >= 2 and counts["computed"] == len(table) - counts["resumed"]
+    assert store.is_dir() and not partial.exists()
+    fresh = extract(loaded.model, loaded.tokenizer, table, tmp_path / "fresh.zarr")
+    resumed, reference = zarr.open_group(store, mode="r"), zarr.open_group(fresh, mode="r")
+    for name in reference.group_keys():
+        assert resumed[name].attrs["complete"]
+        for array in reference[name].array_keys():
+            np.testing.assert_array_equal(resumed[name][array][...], reference[name][array][...])
+
+
+def test_a_partial_store_of_another_config_is_discarded(tiny_mistral, sample_clues, tmp_path):
+    model, tokenizer = tiny_mistral
+    table = prompt_table(tokenizer, sample_clues, targets=["Ant"])
+    store = tmp_path / "s.zarr"
+    partial = attention.partial_path(store)
+    zarr.open_group(partial, mode="w", attributes={"config_digest": "old"}).create_group("000")
+    counts = attention.extract(
+        model, attention.prompt_inputs(table, tokenizer), store, {"config_digest": "new"}
+    )
+    assert counts == {"computed": 1, "resumed": 0}
+    assert zarr.open_group(store, mode="r").attrs["config_digest"] == "new"
+
+
+def test_clue_table_must_match_the_prompts(tiny_mistral, sample_clues):
+    _, tokenizer = tiny_mistral
+    table = prompt_table(tokenizer, sample_clues)
+    clues = clue_table(table, tokenizer).assign(prompt_id="other/000")
+    with pytest.raises(ValueError, match="clue table"):
+        attention.prompt_inputs(table, tokenizer, clues)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_capture_on_cuda_matches_the_cpu(tiny_llama, sample_clues, tmp_path):
+    model, tokenizer = tiny_llama
+    table = prompt_table(tokenizer, sample_clues, targets=["Ant"])
+    cpu = zarr.open_group(extract(model, tokenizer, table, tmp_path / "cpu.zarr"), mode="r")["000"]
+    try:
+        model.to("cuda")
+        gpu = zarr.open_group(extract(model, tokenizer, table, tmp_path / "gpu.zarr"), mode="r")["000"]
+    finally:
+        model.to("cpu")
+    np.testing.assert_allclose(
+        gpu["attn"][...].astype(np.float32), cpu["attn"][...].astype(np.float32), atol=2e-3
+    )
+    np.testing.assert_allclose(gpu["metrics"][...], cpu["metrics"][...], rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.integration
+def test_embedded_model_capture_equals_output_attentions(embedded_model_dir, sample_clues, tmp_path):
+    loaded = models.load_model(embedded_model_dir)
+    spec = {"category": "Animals", "k": 1, "seed": 0}
+    table = prompt_table(loaded.tokenizer, sample_clues, targets=["Ant"], spec=spec)
+    path = extract(loaded.model, loaded.tokenizer, table, tmp_path / "smollm2.zarr")
+    root = zarr.open_group(path, mode="r")
+    attn = root["000"]["attn"][...]
+    assert attn.shape[:2] == (30, 9) and root.attrs["kv_head"] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    assert_float16_equal(attn, reference_attentions(loaded.model, table["input_ids"][0]))
+    np.testing.assert_allclose(attn.astype(np.float64).sum(axis=-1), 1.0, atol=1e-3)
+    stored = root["000"]["metrics"][...]
+    assert np.isfinite(stored[..., : metrics.STREAMED.index("clue_target_mass")]).all()

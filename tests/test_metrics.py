@@ -1,0 +1,187 @@
+"""Attention-map metrics on small constructed matrices, against hand-computed values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import pearsonr, rankdata, spearmanr
+
+from attnscope import metrics, theory
+
+
+def uniform_causal(n: int) -> np.ndarray:
+    """Row i attends uniformly to keys 0..i."""
+    return np.tril(np.ones((n, n))) / np.arange(1, n + 1)[:, None]
+
+
+def block_uniform(blocks: int, size: int) -> np.ndarray:
+    """``blocks`` diagonal blocks, each ``size`` × ``size`` with entries 1/size."""
+    return np.kron(np.eye(blocks), np.full((size, size), 1 / size))
+
+
+def random_causal(rng: np.random.Generator, n: int, scale: float = 3.0) -> np.ndarray:
+    """A causal softmax map of random logits, rounded to float16 (so with ties and zeros)."""
+    logits = scale * rng.standard_normal((n, n)) + np.triu(np.full((n, n), -np.inf), 1)
+    a = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return (a / a.sum(axis=1, keepdims=True)).astype(np.float16)
+
+
+def layout(n: int, shot=None, segment=None, cosine=None) -> metrics.MapLayout:
+    shot = np.zeros(n, int) if shot is None else np.asarray(shot)
+    segment = np.array(["template"] * n) if segment is None else np.asarray(segment)
+    cosine = np.eye(n, dtype=np.float16) if cosine is None else cosine
+    return metrics.MapLayout(shot, segment, cosine)
+
+
+def test_uniform_causal_map():
+    a = uniform_causal(4)
+    assert metrics.row_entropy(a) == pytest.approx(1.0)
+    # rows 1..3 put 1/2, 1/3, 1/4 on the diagonal, the previous and the first token
+    for mass in (metrics.self_mass, metrics.previous_mass, metrics.sink_mass):
+        assert mass(a) == pytest.approx((1 / 2 + 1 / 3 + 1 / 4) / 3)
+
+
+def test_identity_map():
+    a = np.eye(5)
+    assert metrics.row_entropy(a) == 0
+    assert (metrics.self_mass(a), metrics.previous_mass(a), metrics.sink_mass(a)) == (1, 0, 0)
+    assert metrics.stable_rank(a) == pytest.approx(5)
+    sigma = metrics.singular_values(a)
+    assert metrics.effective_rank(sigma) == pytest.approx(5)
+    assert metrics.epsilon_rank(sigma, 0.1) == 5  # ‖I − I_r‖²_F = 5 − r ≤ 0.05 only for r = 5
+    assert metrics.epsilon_rank(sigma, 0.5) == 4  # 5 − r ≤ 1.25
+    # The strict triangle is all zero: no correlation is defined.
+    assert np.isnan(
+        metrics.cosine_correlations(a.astype(np.float16), layout(5, cosine=uniform_causal(5)))
+    ).all()
+
+
+def test_block_diagonal_ranks():
+    a = block_uniform(3, 4)
+    assert metrics.stable_rank(a) == pytest.approx(3)
+    sigma = metrics.singular_values(a)
+    assert np.allclose(sigma[:3], 1) and np.allclose(sigma[3:], 0, atol=1e-7)
+    assert metrics.effective_rank(sigma) == pytest.approx(3)
+    assert metrics.epsilon_rank(sigma, 0.1) == 3
+    assert metrics.spectral_ranks(a, 0.1) == pytest.approx([3, 3])
+
+
+def test_rank_one_map():
+    a = np.full((6, 6), 1 / 6)
+    assert metrics.stable_rank(a) == pytest.approx(1)
+    assert metrics.effective_rank(metrics.singular_values(a)) == pytest.approx(1)
+
+
+def test_row_entropy_by_hand_and_float16_path():
+    a = np.array([[1, 0, 0], [0.5, 0.5, 0], [1, 0, 0]])
+    assert metrics.row_entropy(a) == pytest.approx((1 + 0) / 2)  # row 1: log 2 / log 2; row 2: 0
+    m = random_causal(np.random.default_rng(0), 40)
+    rows = m.astype(np.float64)
+    expected = np.mean(
+        [-(r[r > 0] * np.log(r[r > 0])).sum() / np.log(i + 1) for i, r in enumerate(rows) if i]
+    )
+    assert metrics.row_entropy(m) == pytest.approx(expected, rel=1e-6)
+
+
+def test_within_and_across_shot_mass():
+    shot = [0, 1, 1, 2, 2]
+    # Uniform causal attention: query 3 (shot 2) has keys 0..3: 1/4 own shot, 2/4 shot 1;
+    # query 4 has keys 0..4: 2/5 own shot, 2/5 shot 1.
+    within, across = metrics.shot_masses(uniform_causal(5), shot)
+    assert within == pytest.approx((1 / 4 + 2 / 5) / 2)
+    assert across == pytest.approx((2 / 4 + 2 / 5) / 2)
+    # Block-diagonal: every token attends only inside its own shot.
+    blocks = np.zeros((5, 5))
+    for s in set(shot):
+        idx = np.flatnonzero(np.array(shot) == s)
+        blocks[np.ix_(idx, idx)] = np.tril(np.ones((len(idx), len(idx))))
+    blocks /= blocks.sum(axis=1, keepdims=True)
+    assert metrics.shot_masses(blocks, shot) == pytest.approx((1.0, 0.0))
+    assert np.isnan(metrics.shot_masses(blocks, [0, 1, 1, 1, 1])).all()  # no shot ≥ 2
+
+
+def test_clue_to_target_mass():
+    lay = layout(4, segment=["template", "target", "generated", "generated"])
+    # queries 2, 3 put 1/3 and 1/4 on the target token 1
+    assert metrics.block_mass(uniform_causal(4), lay.clue_queries, lay.target_keys) == pytest.approx(7 / 24)
+    assert np.isnan(metrics.block_mass(uniform_causal(4), np.array([], int), lay.target_keys))
+
+
+def test_cosine_correlations_match_scipy_over_the_strict_triangle():
+    rng = np.random.default_rng(1)
+    n = 30
+    a = random_causal(rng, n)
+    cosine = rng.uniform(-1, 1, (n, n)).astype(np.float16)
+    pearson, spearman = metrics.cosine_correlations(a, layout(n, cosine=cosine))
+    rows, cols = np.tril_indices(n, -1)
+    x, y = a[rows, cols].astype(np.float64), cosine[rows, cols].astype(np.float64)
+    assert pearson == pytest.approx(pearsonr(x, y).statistic, abs=1e-6)
+    assert spearman == pytest.approx(spearmanr(x, y).statistic, abs=1e-9)
+    # A map that equals the cosine on the triangle correlates perfectly.
+    assert metrics.correlation(y, metrics._unit_centered(y)) == pytest.approx(1.0)
+
+
+def test_average_ranks_of_float16_match_rankdata():
+    rng = np.random.default_rng(2)
+    values = np.concatenate([np.zeros(50), rng.exponential(1e-3, 500), [1.0, 1.0]]).astype(np.float16)
+    assert np.array_equal(metrics.average_ranks(values), rankdata(values))
+    negative = np.array([-1, 0.5, 0.5, 0], dtype=np.float16)
+    assert np.array_equal(metrics.average_ranks(negative), rankdata(negative))
+
+
+def test_ranks_agree_with_the_theory_module_and_the_svd():
+    a = uniform_causal(12)
+    sigma = metrics.singular_values(a)
+    assert np.allclose(sigma, np.linalg.svd(a, compute_uv=False))
+    for eps in (0.05, 0.1, 0.3):
+        assert metrics.epsilon_rank(sigma, eps) == theory.epsilon_rank(a, eps)
+    assert metrics.stable_rank(a) == pytest.approx((sigma**2).sum() / sigma[0] ** 2, rel=1e-5)
+
+
+def test_streamed_metrics_are_the_individual_metrics_in_order():
+    rng = np.random.default_rng(3)
+    n = 12
+    a = random_causal(rng, n)
+    shot = [0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 0, 0]
+    segment = ["template"] * 9 + ["target", "generated", "generated"]
+    lay = layout(n, shot, segment, rng.uniform(-1, 1, (n, n)).astype(np.float16))
+    row = dict(zip(metrics.STREAMED, metrics.streamed_metrics(a, lay)))
+    assert row["row_entropy"] == metrics.row_entropy(a)
+    assert row["sink_mass"] == pytest.approx(metrics.sink_mass(a.astype(np.float32)))
+    assert (row["within_shot_mass"], row["across_shot_mass"]) == pytest.approx(metrics.shot_masses(a, shot))
+    assert row["clue_target_mass"] == pytest.approx(metrics.block_mass(a, np.array([10, 11]), np.array([9])))
+    assert (row["cosine_pearson"], row["cosine_spearman"]) == pytest.approx(
+        metrics.cosine_correlations(a, lay)
+    )
+    assert row["stable_rank"] == pytest.approx(metrics.stable_rank(a))
+
+
+def test_summary_per_layer_across_prompts():
+    rows = []
+    for prompt, values in enumerate([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]):
+        for layer, value in enumerate(values):
+            for head in (-1, 0, 1):
+                rows.append(
+                    {"prompt_index": prompt, "layer": layer, "head": head}
+                    | {m: value + (head + 1) * 10 for m in metrics.METRICS}
+                )
+    summary = metrics.summarize(pd.DataFrame(rows))
+    mean0 = summary[(summary["maps"] == "head_mean") & (summary["layer"] == 0)].set_index("metric")
+    assert list(mean0.index) == list(metrics.METRICS)
+    entropy = mean0.loc["row_entropy"]
+    assert (entropy["n"], entropy["mean"], entropy["median"], entropy["min"], entropy["max"]) == (
+        3,
+        3,
+        3,
+        1,
+        5,
+    )
+    assert entropy["std"] == pytest.approx(2.0)
+    assert (entropy["q25"], entropy["q75"]) == (2.0, 4.0)
+    heads1 = (
+        summary[(summary["maps"] == "heads") & (summary["layer"] == 1)].set_index("metric").loc["self_mass"]
+    )
+    assert heads1["n"] == 6 and heads1["mean"] == pytest.approx((12 + 14 + 16 + 22 + 24 + 26) / 6)
+    markdown = metrics.summary_markdown(summary, "title")
+    assert markdown.startswith("# title") and "3 ± 2" in markdown

@@ -1,0 +1,261 @@
+"""Figure functions on small inputs: each writes non-empty PNG and SVG files with the expected
+axis labels, titles and tick labels (read back from the matplotlib Axes and the SVG text)."""
+
+from __future__ import annotations
+
+import matplotlib.image
+import numpy as np
+import pandas as pd
+import pytest
+
+from attnscope import plots, prompts, theory
+
+TOKENS = ["ĠCrab", "Wal", "ks", "Ġsideways", ",", "ĠSn", "ail", "ĠCar", "ries", "ĠAnt", "ĠTiny", "Ġworker"]
+SEGMENTS = [
+    "shot_word", "shot_clue", "shot_clue", "shot_clue", "shot_clue",
+    "shot_word", "shot_word", "shot_clue", "shot_clue", "target", "generated", "generated",
+]  # fmt: skip
+SHOTS = [1, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0]
+WORDS = [0, 1, 1, 2, -1, 3, 3, 4, 4, 5, 6, 7]
+
+
+def attention(layers: int, n: int, seed: int = 0) -> np.ndarray:
+    """Row-stochastic causal maps [layers, n, n]."""
+    a = np.tril(np.random.default_rng(seed).random((layers, n, n)) ** 3) + np.eye(n) * 1e-3
+    return a / a.sum(axis=-1, keepdims=True)
+
+
+def written(fig, tmp_path, name: str) -> tuple[np.ndarray, str]:
+    """Save as PNG and SVG; return the decoded PNG and the SVG text (both checked non-empty)."""
+    paths = [tmp_path / f"{name}.png", tmp_path / f"{name}.svg"]
+    plots.save_figure(fig, paths, dpi=40)
+    for path in paths:
+        assert path.stat().st_size > 1000, path
+    image = matplotlib.image.imread(paths[0])
+    assert image.ndim == 3 and image.shape[0] > 50 and image.shape[1] > 50
+    assert image[..., :3].std() > 0.05, "the PNG is blank"
+    return image, paths[1].read_text()
+
+
+@pytest.fixture
+def token_axis():
+    keep, axis = plots.token_axis(TOKENS + ["<|im_end|>"], SEGMENTS + ["template"], SHOTS + [0], WORDS + [-1])
+    assert list(keep) == list(range(len(TOKENS))), "template tokens are not drawn"
+    return axis
+
+
+def test_plotted_segments_are_the_prompt_builders():
+    assert plots.PLOTTED_SEGMENTS == (prompts.SHOT_WORD, prompts.SHOT_CLUE, prompts.TARGET, prompts.GENERATED)
+    assert set(plots.PLOTTED_SEGMENTS) < set(prompts.SEGMENTS)
+
+
+def test_axis_labels_mark_shot_words_and_the_target(token_axis):
+    assert token_axis.labels[:4] == ["Word: Crab", "Wal", "ks", "sideways"]
+    assert token_axis.labels[5:7] == ["Word: Sn", "ail"], "only a word's first subword gets the prefix"
+    assert token_axis.labels[9] == "Target Word: Ant"
+    # a block starts at shot 2, at the target and at the generated clue
+    assert token_axis.boundaries() == [5, 9, 10]
+
+
+def test_token_text_and_layers():
+    assert (
+        plots.token_text("ĠAnt") == "Ant"
+        and plots.token_text("▁Ant") == "Ant"
+        and plots.token_text("Ċ") == "⏎"
+    )
+    assert plots.resolve_layers([0, 2, 15, -1], 30) == [0, 2, 15, 29]
+    assert plots.resolve_layers([0, 2, 15, -1], 2) == [0, 1], "missing layers dropped, -1 is the last"
+    assert plots.resolve_layers([40], 8) == [0, 2, 5, 7]
+
+
+def test_variant_colours_are_fixed_and_distinct():
+    names = ["trained", "random-s0", "qkscale-a2", "qkscale-a0.5", "qktop-r8-a2", "qkflat"]
+    colours = [plots.variant_color(v) for v in names]
+    assert len(set(colours)) == len(names)
+    assert plots.variant_color("random-s7") == plots.variant_color("random-s0")
+
+
+def test_attention_grid(tmp_path, token_axis):
+    layers = [0, 2, 15, 29]
+    maps = attention(4, len(token_axis))
+    fig = plots.plot_attention_maps(
+        maps, layers, token_axis, 'smollm2 · trained · k = 3 · "Ant"', "token", vmax=0.1
+    )
+    panels = [ax for ax in fig.axes if ax.get_title().startswith("layer")]
+    assert [ax.get_title() for ax in panels] == [f"layer {layer}" for layer in layers]
+    assert (
+        panels[0].get_ylabel() == "query token (attending)"
+        and panels[2].get_xlabel() == "key token (attended to)"
+    )
+    assert panels[1].get_ylabel() == "" and panels[0].get_xlabel() == "", "inner panels share the labels"
+    ticks = [t.get_text() for t in panels[0].get_yticklabels()]
+    assert ticks[0] == "Word: Crab" and "Target Word: Ant" in ticks
+    colorbar = [ax for ax in fig.axes if ax not in panels]
+    assert len(colorbar) == 1 and colorbar[0].get_ylabel() == "attention (head mean)"
+    assert all(ax.images[0].norm.vmax == 0.1 for ax in panels), "one colour scale across panels"
+    masked = panels[0].images[0].get_array()
+    assert masked.mask[0, 1] and not masked.mask[1, 0], "the non-causal upper triangle is masked"
+    _, svg = written(fig, tmp_path, "grid")
+    assert "Target Word: Ant" in svg and "layer 29" in svg and "smollm2" in fig.get_suptitle()
+
+
+def test_full_pass_grid_of_many_layers(tmp_path):
+    axis = plots.word_axis(
+        ["Crab", "walks", "Ant", "tiny"], ["shot_word", "shot_clue", "target", "generated"], [1, 1, 0, 0]
+    )
+    fig = plots.plot_attention_maps(attention(7, 4), list(range(7)), axis, "every layer", "word", ncols=3)
+    panels = [ax for ax in fig.axes if ax.get_title().startswith("layer")]
+    assert len(panels) == 7
+    assert [ax.get_xlabel() for ax in panels] == [""] * 4 + ["key word (attended to)"] * 3
+    assert [bool(ax.get_ylabel()) for ax in panels] == [True, False, False, True, False, False, True]
+    written(fig, tmp_path, "pass")
+    with pytest.raises(ValueError, match="do not match"):
+        plots.plot_attention_maps(attention(2, 4), [0, 1, 2], axis, "t")
+
+
+def test_cosine_beside_attention(tmp_path, token_axis):
+    n = len(token_axis)
+    cosine = np.corrcoef(np.random.default_rng(1).standard_normal((n, 16)))
+    fig = plots.plot_cosine_and_attention(
+        cosine, attention(3, n), [0, 1, 2], token_axis, "cosine", {1: (0.12, 0.34)}, vmax=0.1
+    )
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert titles[0] == "input-embedding cosine similarity"
+    assert "Pearson r = 0.12, Spearman ρ = 0.34" in titles[2]
+    labels = {ax.get_ylabel() for ax in fig.axes}
+    assert {"cosine similarity", "attention (head mean)", "query token (attending)"} <= labels
+    cos_panel = fig.axes[0]
+    assert cos_panel.images[0].norm.vmin == -cos_panel.images[0].norm.vmax, (
+        "diverging scale symmetric about 0"
+    )
+    written(fig, tmp_path, "cosine")
+
+
+def test_metric_curves(tmp_path):
+    rows = [
+        {"variant": v, "layer": layer, "metric": m, "mean": 0.5, "q25": 0.4, "q75": 0.6}
+        for v in ("trained", "qkscale-a2")
+        for m in ("row_entropy", "self_mass", "across_shot_mass")
+        for layer in range(5)
+    ]
+    fig = plots.plot_metric_curves(
+        pd.DataFrame(rows), ["row_entropy", "self_mass", "across_shot_mass"], "curves"
+    )
+    assert [ax.get_ylabel() for ax in fig.axes] == [
+        "normalised row entropy",
+        "self (diagonal) mass",
+        "across-shot mass",
+    ]
+    assert all(ax.get_xlabel() == "layer" for ax in fig.axes)
+    legend = [t.get_text() for t in fig.axes[-1].get_legend().get_texts()]
+    assert legend == ["trained", "qkscale-a2"]
+    assert fig.axes[0].lines[0].get_color() == plots.variant_color("trained")
+    assert len(fig.axes[0].collections) == 2, "one spread band per variant"
+    written(fig, tmp_path, "curves")
+
+
+def test_squared_singular_values(tmp_path):
+    rng = np.random.default_rng(2)
+    learned = {m: np.sort(rng.random((3, 16)), axis=1)[:, ::-1] for m in ("q", "k")}
+    fig = plots.plot_squared_singular_values(
+        learned,
+        {"q": 0.8, "k": 0.8},
+        "spectra",
+        reference={"q": learned["q"] / 2},
+        reference_label="random-s0",
+    )
+    panels = fig.axes[:2]
+    assert [ax.get_xlabel() for ax in panels] == ["index i (descending)"] * 2
+    assert panels[0].get_ylabel() == r"$\sigma_i^2$" and panels[0].get_yscale() == "log"
+    assert "learned" in panels[0].get_title()
+    legend = [t.get_text() for t in panels[0].get_legend().get_texts()]
+    assert legend == ["random-s0", r"MP edge $\lambda_+$"]
+    assert fig.axes[-1].get_ylabel() == "layer", "colour bar of the layers"
+    written(fig, tmp_path, "spectra")
+
+
+def test_base_alignment(tmp_path):
+    rows = [
+        {
+            "layer": layer,
+            "scope": scope,
+            "head": h,
+            "trace": 0.1 * layer,
+            "trace_std_init": 1.0,
+            "z_score": 0.1 * layer,
+            "cosine": 0.01,
+            "n_terms": 100,
+        }
+        for layer in range(4)
+        for scope, h in [("layer", -1), ("head", 0), ("head", 1)]
+    ]
+    table = pd.DataFrame(rows)
+    fig = plots.plot_base_alignment({"trained": table, "random-s0": table.assign(trace=0.0)}, "A.22")
+    left, middle, right = fig.axes
+    assert left.get_xlabel() == middle.get_xlabel() == right.get_xlabel() == "layer"
+    assert "Tr" in left.get_ylabel() and "z-score" in middle.get_ylabel() and "cosine" in right.get_ylabel()
+    assert [t.get_text() for t in left.get_legend().get_texts()] == [
+        "random ±2σ",
+        "random ±1σ",
+        "trained",
+        "random-s0",
+    ]
+    assert middle.get_yscale() == right.get_yscale() == "symlog"
+    np.testing.assert_allclose(right.collections[-1].get_offsets()[:, 1], 0.1)  # cosine·√n = 0.01·10
+    written(fig, tmp_path, "alignment")
+
+
+def test_mp_density_and_slerp_kl(tmp_path):
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((200, 100)) / np.sqrt(200)
+    fig = plots.plot_mp_density([("200×100", np.linalg.eigvalsh(w.T @ w), 0.5, 1.0)], "MP")
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == "density" and "eigenvalue" in ax.get_xlabel() and "q = 0.5" in ax.get_title()
+    written(fig, tmp_path, "mp")
+    curve = theory.slerp_kl_curve(pairs=20, dim=16, points=21)
+    fig = plots.plot_slerp_kl(curve.t, curve.kl, curve.fit.fitted, "fit", "SLERP")
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "interpolation time t" and "SLERP" in ax.get_ylabel()
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "10–90 % of pairs",
+        "mean over 20 pairs",
+        "fit",
+    ]
+    written(fig, tmp_path, "slerp")
+
+
+def test_prompt_maps_from_a_real_store(tiny_llama, sample_clues, tmp_path):
+    """The figures' store reader on a store written by attention.extract (tiny Llama, clue appended)."""
+    import zarr
+
+    from attnscope import attention, mapdata
+    from tests.test_attention import clue_table
+
+    model, tokenizer = tiny_llama
+    table = prompts.build_prompts(
+        sample_clues, "animals-k3", {"category": "Animals", "k": 3, "seed": 0}, ["Ant"], tokenizer
+    )
+    inputs = attention.prompt_inputs(table, tokenizer, clue_table(table, tokenizer), keep_heads=[])
+    path = tmp_path / "store.zarr"
+    attention.extract(model, inputs, path, {"config_digest": "test"}, progress=False)
+
+    maps = mapdata.read_prompt_maps(path, "ant")
+    group = zarr.open_group(str(path), mode="r")["000"]
+    segments = np.asarray(group.attrs["token_segment"])
+    assert list(maps.token_index) == list(np.flatnonzero(np.isin(segments, plots.PLOTTED_SEGMENTS)))
+    assert "generated" in maps.tokens.segment and maps.num_layers == 2 and maps.clue
+    np.testing.assert_array_equal(
+        maps.token_maps([1])[0], group["head_mean"][1][np.ix_(maps.token_index, maps.token_index)]
+    )
+    assert maps.word_maps([0, 1]).shape == (2, len(maps.words), len(maps.words))
+    assert maps.words.labels[-1 - maps.words.segment[::-1].tolist().index("target")] == "Target Word: Ant"
+    assert sum(label.startswith("Word: ") for label in maps.words.labels) == 3, "one per shot"
+    names = list(group["metrics"].attrs.get("metric", [])) or list(
+        zarr.open_group(str(path)).attrs["metrics"]
+    )
+    r = group["metrics"][1, -1, names.index("cosine_pearson")]
+    assert maps.correlations([1])[1][0] == pytest.approx(float(r))
+    fig = plots.plot_attention_maps(maps.word_maps([0, 1]), [0, 1], maps.words, "store", "word")
+    assert "Target Word: Ant" in [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    with pytest.raises(KeyError, match="no prompt for target 'Owl'"):
+        mapdata.read_prompt_maps(path, "Owl")

@@ -1,0 +1,186 @@
+"""The HTML report end to end: a real Snakemake run of the named `report` target on a tiny
+config, then the report opened in headless Chromium: every embedded figure decodes (no broken
+image), the app renders its categories, and a screenshot shows a figure."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import matplotlib.image
+import numpy as np
+import pandas as pd
+import pytest
+
+from attnscope import claims
+from tests.test_workflow import snakemake, tiny_config
+
+pytestmark = pytest.mark.integration
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]
+
+# Injected into a copy of the report: show one figure in the report's own viewer, then decode
+# every embedded PNG and write their sizes (0 × 0 = broken) into the DOM.
+PROBE = """
+<script>
+window.addEventListener("load", function () {
+  var images = Object.keys(results).filter(function (p) { return results[p].mime_type === "image/png"; });
+  var shown = images.filter(function (p) { return p.indexOf("word_grid") >= 0; })[0] || images[0];
+  app.setView({content: "img", contentPath: results[shown].data_uri, resultPath: shown});
+  var checks = images.map(function (p) {
+    return new Promise(function (resolve) {
+      var img = new Image();
+      img.onload = function () { resolve([p, img.naturalWidth, img.naturalHeight]); };
+      img.onerror = function () { resolve([p, 0, 0]); };
+      img.src = results[p].data_uri;
+    });
+  });
+  Promise.all(checks).then(function (sizes) {
+    setTimeout(function () {
+      var viewer = document.querySelector("#app img");
+      var pre = document.createElement("pre");
+      pre.id = "attnscope-probe";
+      pre.textContent = JSON.stringify({
+        shown: shown, images: sizes,
+        viewer: viewer ? [viewer.naturalWidth, viewer.naturalHeight, viewer.src.slice(0, 22)] : null
+      });
+      document.body.appendChild(pre);
+    }, 300);
+  });
+});
+</script>
+"""
+
+
+def report_config() -> dict:
+    config = tiny_config(**{"animals-k2": {"category": "Animals", "k": 2, "n_targets": 2}})
+    config["experiments"]["animals-k2"]["variants"] = ["trained", "random-s0", "qkscale-a2"]
+    config["figures"] = {
+        "dpi": 60,
+        "maps": [
+            {
+                "experiments": ["animals-k2"],
+                "variants": "all",
+                "targets": ["Ant"],
+                "kinds": ["word_grid", "token_grid", "cosine", "word_pass", "token_pass"],
+            }
+        ],
+        "mp_shapes": [[128, 64]],
+    }
+    return config
+
+
+@pytest.fixture(scope="module")
+def report_run(tmp_path_factory) -> Path:
+    workdir = tmp_path_factory.mktemp("report-run")
+    snakemake(workdir, "report", config=report_config())
+    return workdir
+
+
+def embedded_results(html: str) -> dict:
+    """The report's `results` object: path → name, caption, mime type, data URI."""
+    match = re.search(r"var results = (\{.*?\});\n", html, re.S)
+    assert match, "no results object in the report"
+    return json.loads(match.group(1))
+
+
+def test_report_bundles_figures_tables_and_claims(report_run):
+    html = (report_run / "results" / "report.html").read_text(encoding="utf-8")
+    results = embedded_results(html)
+    names = set(results)
+    figures = report_run / "results" / "figures" / "tiny-mistral"
+    for variant in ("trained", "random-s0", "qkscale-a2"):
+        for name in ("token_grid", "word_grid", "cosine"):
+            assert f"results/figures/tiny-mistral/{variant}/animals-k2/Ant/{name}.png" in names
+            assert (figures / variant / "animals-k2" / "Ant" / f"{name}.svg").stat().st_size > 1000
+    for name in ("word_pass", "token_pass"):
+        assert f"results/figures/tiny-mistral/trained/animals-k2/Ant/{name}.png" in names
+    for name in (
+        "spectra_random",
+        "spectra_attention",
+        "spectra_mlp",
+        "base_alignment",
+        "animals-k2_metric_curves",
+    ):
+        assert f"results/figures/tiny-mistral/{name}.png" in names
+    assert {"results/figures/theory/mp_density.png", "results/figures/theory/slerp_kl.png"} <= names
+    assert {"results/claims.html", "results/figures/tiny-mistral/animals-k2_clues.html"} <= names
+    captions = {path: entry["caption"] for path, entry in results.items()}
+    assert "fig. 8.7" in captions["results/figures/tiny-mistral/random-s0/animals-k2/Ant/word_grid.png"]
+    assert "fig. 8.8" in captions["results/figures/tiny-mistral/qkscale-a2/animals-k2/Ant/word_grid.png"]
+    assert "fig. A.22" in captions["results/figures/tiny-mistral/base_alignment.png"]
+    assert all(caption.strip() for caption in captions.values()), "every result has a caption"
+    table = pd.read_parquet(report_run / "results" / "claims.parquet")
+    assert set(table["verdict"]) <= set(claims.VERDICTS) and len(table) >= len(claims.CLAIMS)
+    assert "random-uniform" in set(table["claim"])
+    comparison = pd.read_csv(report_run / "results" / "tables" / "tiny-mistral" / "animals-k2_variants.csv")
+    assert list(comparison.columns) == ["Word", "Reference Clue", "trained", "random-s0", "qkscale-a2"]
+    assert list(comparison["Word"]) == ["Ant", "Bee"]
+
+
+def chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    profile = cwd / "chromium-profile"
+    profile.mkdir(exist_ok=True)
+    return subprocess.run(
+        [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=cwd,
+    )
+
+
+def test_report_renders_in_chromium(report_run, tmp_path):
+    if CHROMIUM is None:
+        message = "Debian chromium is not installed (apt-get install chromium)"
+        if os.environ.get("ATTNSCOPE_CHROMIUM") == "1":  # set by .ci/run, which installs it
+            pytest.fail(message)
+        pytest.skip(message)
+    html = (report_run / "results" / "report.html").read_text(encoding="utf-8")
+    assert html.count("</body>") == 1
+    probed = tmp_path / "report-probe.html"
+    probed.write_text(html.replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    url = probed.as_uri()
+
+    dom = chromium("--virtual-time-budget=20000", "--dump-dom", url, cwd=tmp_path)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    match = re.search(r'<pre id="attnscope-probe">(.*?)</pre>', dom.stdout, re.S)
+    assert match, "the probe did not run: the report's scripts failed in Chromium"
+    probe = json.loads(match.group(1).replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))
+    images = probe["images"]
+    assert len(images) >= 20
+    broken = [path for path, width, height in images if width == 0 or height == 0]
+    assert not broken, f"broken images in the report: {broken}"
+    assert probe["viewer"] is not None and probe["viewer"][0] > 100, "the report's viewer shows no figure"
+    assert probe["viewer"][2].startswith("data:image/png")
+    assert "Attention maps" in dom.stdout and "Thesis claims" in dom.stdout, "the app rendered no categories"
+
+    shot = tmp_path / "report.png"
+    run = chromium(
+        "--virtual-time-budget=20000", "--window-size=1600,1100", f"--screenshot={shot}", url, cwd=tmp_path
+    )
+    assert run.returncode == 0 and shot.is_file(), run.stderr[-2000:]
+    pixels = matplotlib.image.imread(shot)[..., :3]
+    assert pixels.shape[:2] == (1100, 1600)
+    content = pixels[:, 400:]  # right of the navigation bar: the figure viewer
+    non_white = (content < 0.9).any(axis=-1).mean()
+    colours = len(np.unique((content * 255).astype(np.uint8).reshape(-1, 3), axis=0))
+    blues = ((content[..., 2] > 0.55) & (content[..., 0] < 0.45)).mean()  # the attention colour map
+    assert non_white > 0.05, f"the figure area is blank ({non_white:.1%} non-white)"
+    assert colours > 200, f"only {colours} colours: no rendered figure"
+    assert blues > 0.002, f"no attention-map colours in the screenshot ({blues:.2%})"

@@ -1,0 +1,168 @@
+"""Partial reruns on a tiny config: a config change reruns exactly the jobs that read it.
+
+One real run of the default target, then Snakemake dry runs after each change. The
+expected jobs are read off a `--forceall` dry run of the changed config (all its jobs)
+by their wildcards, e.g. "every job of variant qkscale-a2 of animals-k2", so the tests
+hold for every stage in the default target, present and future. Every value a rule uses
+reaches it through `params:` (Snakemake's params rerun trigger); a rule that read config
+any other way would be missed by the dry run, and the changed-value cases below fail.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+from tests.test_workflow import planned_jobs, snakemake, tiny_config
+
+pytestmark = pytest.mark.integration
+
+MODEL = "tiny-mistral"
+
+
+def base_config() -> dict:
+    config = tiny_config(
+        **{
+            "animals-k2": {
+                "category": "Animals",
+                "k": 2,
+                "n_targets": 2,
+                "variants": ["trained", "qkscale-a0.5"],
+            },
+            "food-k3": {"category": "Food", "k": 3, "n_targets": 2},
+        }
+    )
+    config["generation"] = {"max_new_tokens": 4, "batch_size": 2}
+    return config
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("reruns")
+    snakemake(workdir, config=base_config())
+    return workdir
+
+
+def write_config(workdir, change=None) -> None:
+    config = base_config()
+    if change is not None:
+        change(config)
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def every_job(workdir) -> list[tuple[str, str]]:
+    """(rule, wildcards) of every job of the current config (a --forceall dry run)."""
+    out = snakemake(workdir, "-n", "--forceall")
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
+        rule = re.match(r"(?:local)?rule (\w+):", block)
+        if rule and rule.group(1) != "all":
+            wildcards = re.search(r"wildcards: (.*)", block)
+            jobs.append((rule.group(1), wildcards.group(1) if wildcards else ""))
+    return sorted(jobs)
+
+
+def run_after(workdir, change) -> tuple[list, list]:
+    """(planned jobs, every job) after `change(config)`; the base config is restored after."""
+    write_config(workdir, change)
+    try:
+        return planned_jobs(workdir), every_job(workdir)
+    finally:
+        write_config(workdir)
+
+
+def having(jobs, *wildcards: str, rules: tuple[str, ...] = ()) -> list:
+    """The jobs whose wildcards include every `key=value` given (or whose rule is named)."""
+    return sorted(
+        (rule, wc)
+        for rule, wc in jobs
+        if rule in rules or (wildcards and all(w in wc.split(", ") for w in wildcards))
+    )
+
+
+def set_key(path: str, value):
+    """A change that sets one dotted config key (`models.tiny-mistral.seed`)."""
+
+    def change(config):
+        *parents, last = path.split(".")
+        node = config
+        for key in parents:
+            node = node[key]
+        node[last] = value
+
+    return change
+
+
+def test_nothing_changed_runs_nothing(finished_run):
+    assert planned_jobs(finished_run) == []
+
+
+def test_one_alpha_added_runs_only_that_variant(finished_run):
+    def add_alpha(config):
+        config["experiments"]["animals-k2"]["variants"].append("qkscale-a2")
+
+    planned, jobs = run_after(finished_run, add_alpha)
+    assert planned == having(jobs, "variant=qkscale-a2", "experiment=animals-k2")
+    assert {"generate_clues", "clue_table"} <= {rule for rule, _ in planned}
+
+
+def test_one_k_changed_runs_only_that_experiment(finished_run):
+    # Every variant of animals-k2 reruns; food-k3, the model, the clues and the theory checks do not.
+    planned, jobs = run_after(finished_run, set_key("experiments.animals-k2.k", 4))
+    assert planned == having(jobs, "experiment=animals-k2")
+    assert {wc for rule, wc in planned if rule == "generate_clues"} == {
+        f"model={MODEL}, variant={variant}, experiment=animals-k2" for variant in ("trained", "qkscale-a0.5")
+    }
+
+
+def test_model_changed_runs_everything_for_that_model(finished_run):
+    planned, jobs = run_after(finished_run, set_key(f"models.{MODEL}.seed", 1))
+    assert planned == having(jobs, f"model={MODEL}")
+    assert ("prepare_model", f"model={MODEL}") in planned
+    assert not having(planned, rules=("import_clues", "theory_checks"))
+    # Another model: all of its jobs, nothing of the clue import or the theory checks.
+    planned, jobs = run_after(finished_run, set_key("model", "tiny-llama"))
+    assert planned == having(jobs, "model=tiny-llama") and len(planned) > 10
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "selects"),
+    [
+        # How a model runs (load options) reruns every job of a variant, not the weights or prompts.
+        pytest.param(f"models.{MODEL}.dtype", "bfloat16", "variant jobs", id="dtype"),
+        pytest.param(f"models.{MODEL}.chat_template", None, "model jobs but prepare", id="chat_template"),
+        pytest.param("generation.batch_size", 1, "variant jobs", id="batch_size"),
+        pytest.param("experiments.food-k3.seed", 5, "experiment=food-k3", id="seed"),
+        pytest.param("experiments.food-k3.n_targets", 1, "experiment=food-k3", id="n_targets"),
+        pytest.param("theory.trials", 300, "theory_checks", id="theory"),
+    ],
+)
+def test_each_value_reruns_the_jobs_that_read_it(finished_run, key, value, selects):
+    planned, jobs = run_after(finished_run, set_key(key, value))
+    expected = {
+        "variant jobs": [job for job in jobs if "variant=" in job[1]],
+        "model jobs but prepare": [
+            job for job in having(jobs, f"model={MODEL}") if job[0] != "prepare_model"
+        ],
+        "experiment=food-k3": having(jobs, "experiment=food-k3"),
+        "theory_checks": having(jobs, rules=("theory_checks",)),
+    }[selects]
+    assert planned == sorted(expected) and planned
+
+
+def test_clue_sources_rerun_everything_downstream_of_the_import(finished_run):
+    def relabel(config):  # same file, category now taken from its name: a params change only
+        config["data"]["clue_files"][0]["category"] = None
+
+    planned, jobs = run_after(finished_run, relabel)
+    assert planned == [job for job in jobs if job[0] not in ("prepare_model", "theory_checks")]
+
+
+def test_scripts_read_config_only_through_params():
+    """A script that read snakemake.config would bypass the params rerun trigger."""
+    for script in sorted((REPO / "scripts").glob("*.py")):
+        source = script.read_text()
+        assert not re.search(r"snakemake\s*\.\s*config\b", source), f"{script.name} reads snakemake.config"

@@ -1,0 +1,303 @@
+"""Weight spectra, base alignment and the learned-vs-random table (attnscope.spectra)."""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from scipy import stats
+from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
+from transformers.models.llama.modeling_llama import repeat_kv
+
+from attnscope import io, spectra
+
+
+def tiny_llama(seed: int = 0, tied: bool = False, layers: int = 2, **overrides) -> LlamaForCausalLM:
+    """A tiny random Llama with grouped-query attention (4 query heads, 2 KV heads)."""
+    kwargs = dict(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        initializer_range=0.02,
+        tie_word_embeddings=tied,
+    )
+    kwargs.update(overrides)
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(LlamaConfig(**kwargs)).eval()
+
+
+def random_groups(seed: int = 0) -> list[spectra.WeightGroup]:
+    """Same-shaped float32 matrices of three shapes (tall, wide, square), three of each."""
+    gen = torch.Generator().manual_seed(seed)
+    shapes = {"tall": (90, 40), "wide": (30, 70), "square": (50, 50)}
+    return [
+        spectra.WeightGroup(
+            name, (0, 1, 2), tuple(torch.randn(*shape, generator=gen) * 0.1 for _ in range(3))
+        )
+        for name, shape in shapes.items()
+    ]
+
+
+# --- decompositions ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["gram64", "svd32", "svd64", "auto"])
+@pytest.mark.parametrize("batched", [False, True])
+def test_sigma2_matches_numpy_svd(method, batched):
+    groups = random_groups()
+    got = spectra.sigma2_groups(groups, method=method, threads=2, batched=batched, max_batch_mb=0.02)
+    rtol = 1e-4 if method == "svd32" else 1e-9
+    for group in groups:
+        assert got[group.matrix].shape == (3, min(group.shape))
+        for i, weight in enumerate(group.weights):
+            expected = np.linalg.svd(weight.double().numpy(), compute_uv=False) ** 2
+            assert np.all(np.diff(got[group.matrix][i]) <= 0), "σ² must be descending"
+            np.testing.assert_allclose(got[group.matrix][i], expected, rtol=rtol, atol=1e-12 * expected[0])
+
+
+def test_unknown_method_is_an_error():
+    with pytest.raises(ValueError, match="spectra.method"):
+        spectra.sigma2_groups(random_groups(), method="lanczos")
+
+
+def test_weight_groups_cover_every_matrix_and_tied_embedding_once():
+    model = tiny_llama(tied=True)
+    groups = {g.matrix: g for g in spectra.weight_groups(model, include_embeddings=True)}
+    assert list(groups) == ["embed", *spectra.MATRIX_TYPES]
+    assert (
+        groups["q"].shape == (64, 64) and groups["k"].shape == (32, 64) and groups["down"].shape == (64, 96)
+    )
+    assert groups["embed"].layers == (-1,) and groups["up"].layers == (0, 1)
+    untied = {g.matrix: g for g in spectra.weight_groups(tiny_llama(tied=False), include_embeddings=True)}
+    assert untied["lm_head"].layers == (2,)
+    assert "embed" not in {g.matrix for g in spectra.weight_groups(model)}
+
+
+# --- Marchenko–Pastur edge and spikes ----------------------------------------------------
+
+
+def test_mp_edge_formula_and_weightwatcher_normalisation():
+    n, m, s = 2000, 500, 0.02
+    edge = spectra.mp_edge(n, m, s)
+    assert edge == pytest.approx(s**2 * (math.sqrt(n) + math.sqrt(m)) ** 2)
+    assert edge / n == pytest.approx(s**2 * (1 + 1 / math.sqrt(n / m)) ** 2)  # X = WᵀW / N
+    assert spectra.mp_edge(m, n, s) == edge  # orientation does not matter
+
+
+def test_pure_noise_reaches_the_edge_and_planted_spikes_are_counted():
+    n, m, s, planted = 2000, 400, 0.05, 5
+    rng = np.random.default_rng(1)
+    noise = rng.normal(0.0, s, size=(n, m))
+    edge = spectra.mp_edge(n, m, s)
+    noise_stats = spectra.spectrum_stats(np.linalg.svd(noise, compute_uv=False) ** 2, n, m, s)
+    assert noise_stats["lambda_max"] == pytest.approx(edge, rel=0.03)
+    assert noise_stats["num_spikes"] <= 2
+    assert noise_stats["sum_sigma2"] == pytest.approx(n * m * s**2, rel=0.01)
+    u, _ = np.linalg.qr(rng.normal(size=(n, planted)))
+    v, _ = np.linalg.qr(rng.normal(size=(m, planted)))
+    strengths = np.sqrt(edge) * np.linspace(2.0, 4.0, planted)
+    spiked = noise + (u * strengths) @ v.T
+    sigma2 = spectra.sigma2_groups([spectra.WeightGroup("w", (0,), (torch.from_numpy(spiked),))])["w"][0]
+    row = spectra.spectrum_stats(sigma2, n, m, s)
+    assert row["num_spikes"] == planted
+    assert row["lambda_plus"] == pytest.approx(edge)
+    assert row["top10_sigma2"][planted] < edge < row["top10_sigma2"][planted - 1]
+
+
+def test_table_columns_follow_their_definitions():
+    model = tiny_llama()
+    result = spectra.compute_spectra(model, init_std=0.02, include_embeddings=True, threads=2)
+    table = result.table
+    assert list(table.columns) == spectra.SPECTRA_COLUMNS
+    assert (
+        len(table) == 2 * 7 + 2
+        and table["layer"].tolist()[:2] == [-1, 0]
+        and table["matrix"].iloc[-1] == "lm_head"
+    )
+    row = table[(table.layer == 1) & (table.matrix == "down")].iloc[0]
+    w = model.model.layers[1].mlp.down_proj.weight.detach().double()
+    frob2 = float(w.square().sum())
+    spec2 = float(torch.linalg.matrix_norm(w, ord=2)) ** 2
+    assert (row.rows, row.cols, row.N, row.M, row.Q) == (64, 96, 96, 64, 1.5)
+    assert row.sum_sigma2 == pytest.approx(frob2) and row.lambda_max == pytest.approx(spec2)
+    assert row.stable_rank == pytest.approx(frob2 / spec2) and row.log_norm == pytest.approx(
+        math.log10(frob2)
+    )
+    assert row.log_spectral_norm == pytest.approx(math.log10(spec2)) and row.sv_max == pytest.approx(
+        spec2**0.5
+    )
+    assert row.sum_sigma2_init == pytest.approx(96 * 64 * 0.02**2)
+    assert len(row.top10_sigma2) == 10 and row.top10_sigma2[0] == pytest.approx(spec2)
+    assert row.sigma2_mean == pytest.approx(frob2 / 64)
+
+
+def test_matches_weightwatcher_on_a_tiny_model(tmp_path, monkeypatch):
+    weightwatcher = pytest.importorskip("weightwatcher")
+    logging.getLogger("weightwatcher").setLevel(logging.WARNING)
+    monkeypatch.chdir(tmp_path)
+    model = tiny_llama(layers=1)
+    ours = spectra.compute_spectra(model, init_std=0.02, include_embeddings=True, threads=2)
+    watcher = weightwatcher.WeightWatcher(model=model)
+    details = watcher.analyze()
+    table = ours.table.set_index(["matrix", "layer"])
+    names = {f"model.layers.0.{blk}.{mod}": (m, 0) for m, (blk, mod) in spectra._MODULES.items()}
+    names |= {"model.embed_tokens": ("embed", -1), "lm_head": ("lm_head", 1)}
+    assert set(details["longname"]) == set(names)
+    for row in details.itertuples():
+        key = names[row.longname]
+        group_sigma2 = ours.sigma2[key[0]][0]
+        reference = np.sort(np.asarray(watcher.get_ESD(layer=int(row.layer_id)), dtype=float))[::-1]
+        np.testing.assert_allclose(group_sigma2, reference, rtol=1e-9, atol=1e-12 * reference[0])
+        ours_row = table.loc[key]
+        assert (ours_row.N, ours_row.M) == (row.N, row.M) and ours_row.Q == pytest.approx(row.Q)
+        for column in ("lambda_max", "sv_max", "log_norm", "log_spectral_norm", "stable_rank"):
+            assert ours_row[column] == pytest.approx(getattr(row, column), rel=1e-9), column
+
+
+# --- base alignment ----------------------------------------------------------------------
+
+
+def test_kv_head_index_follows_repeat_kv():
+    n_heads, n_kv = 6, 2
+    kv = torch.arange(n_kv, dtype=torch.float32).view(1, n_kv, 1, 1)
+    expanded = repeat_kv(kv, n_heads // n_kv).flatten().long()
+    assert spectra.kv_head_index(n_heads, n_kv).tolist() == expanded.tolist() == [0, 0, 0, 1, 1, 1]
+    with pytest.raises(ValueError, match="multiple"):
+        spectra.kv_head_index(6, 4)
+
+
+def test_trace_pairs_each_query_head_with_its_kv_head():
+    model = tiny_llama(layers=1)
+    attn = model.model.layers[0].self_attn
+    hd, hidden = 16, 64
+    patterns = torch.zeros(2, hd, hidden)
+    patterns[0, :, :hd] = torch.eye(hd)  # KV head 0 reads input dims 0..15, KV head 1 dims 16..31
+    patterns[1, :, hd : 2 * hd] = torch.eye(hd)
+    with torch.no_grad():
+        attn.k_proj.weight.copy_(patterns.reshape(2 * hd, hidden))
+        # query head h = (h + 1) × the pattern of KV head h // 2; any other pairing gives 0
+        attn.q_proj.weight.copy_(torch.cat([(h + 1) * patterns[h // 2] for h in range(4)]))
+    table = spectra.base_alignment(model, init_std=0.02)
+    heads = table[table.scope == "head"]
+    assert heads["kv_head"].tolist() == [0, 0, 1, 1]
+    assert heads["trace"].tolist() == pytest.approx([16.0, 32.0, 48.0, 64.0])
+    assert heads["cosine"].tolist() == pytest.approx([1.0, 1.0, 1.0, 1.0])
+    assert heads["frobenius_norm"].tolist() == pytest.approx([4.0 * (h + 1) for h in range(4)])
+    layer = table[table.scope == "layer"].iloc[0]
+    assert layer.trace == pytest.approx(160.0) and layer.n_terms == 4 * hd * hidden
+    assert layer.z_score == pytest.approx(160.0 / (math.sqrt(4 * hd * hidden) * 0.02**2))
+
+
+def test_trace_equals_hf_attention_scores_at_zero_offset():
+    """Tr(W_qᵀ W_k) = Σᵢ q_h(eᵢ)·k_h(eᵢ) with HF's own head split and repeat_kv."""
+    model = tiny_llama(seed=3, layers=1)
+    attn = model.model.layers[0].self_attn
+    eye = torch.eye(64).unsqueeze(0)  # 64 "tokens", token i = basis vector eᵢ
+    with torch.no_grad():
+        q = attn.q_proj(eye).view(1, 64, -1, 16).transpose(1, 2)
+        k = repeat_kv(attn.k_proj(eye).view(1, 64, -1, 16).transpose(1, 2), attn.num_key_value_groups)
+    expected = (q * k).sum(dim=(0, 2, 3)).double()
+    heads = spectra.base_alignment(model, 0.02).query("scope == 'head'")
+    np.testing.assert_allclose(heads["trace"], expected.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_z_scores_are_standard_normal_at_random_init():
+    model = tiny_llama(seed=7, layers=48, hidden_size=32, num_attention_heads=4, num_key_value_heads=2)
+    table = spectra.base_alignment(model, init_std=model.config.initializer_range)
+    z = table.loc[table.scope == "head", "z_score"].to_numpy()
+    assert len(z) == 192
+    assert abs(z.mean()) < 4 / math.sqrt(len(z))
+    assert 0.85 < z.std() < 1.15
+    assert stats.kstest(z, "norm").pvalue > 1e-3
+    layer_z = table.loc[table.scope == "layer", "z_score"].to_numpy()
+    assert 0.7 < layer_z.std() < 1.3
+    ratio2 = (table["frobenius_norm"] / table["frobenius_norm_init"]) ** 2  # E[‖AᵀB‖²] / init formula
+    assert ratio2[table.scope == "head"].mean() == pytest.approx(1.0, abs=0.03)
+    assert ratio2[table.scope == "layer"].mean() == pytest.approx(1.0, abs=0.05)
+
+
+def test_alignment_on_mistral_gqa_model():
+    torch.manual_seed(0)
+    config = MistralConfig(
+        vocab_size=64,
+        hidden_size=48,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=6,
+        num_key_value_heads=3,
+        head_dim=8,
+    )
+    table = spectra.base_alignment(MistralForCausalLM(config), 0.02)
+    assert table.loc[table.scope == "head", "kv_head"].tolist() == [0, 0, 1, 1, 2, 2]
+    assert table.loc[table.scope == "head", "n_terms"].unique().tolist() == [8 * 48]
+
+
+# --- learned vs random -------------------------------------------------------------------
+
+
+def fake_spectra(sum_sigma2: dict[str, float], sv_max: dict[str, float], layers: int = 3) -> pd.DataFrame:
+    rows = []
+    for matrix in spectra.MATRIX_TYPES:
+        for layer in range(layers):
+            s, sv = sum_sigma2.get(matrix, 100.0), sv_max.get(matrix, 1.0)
+            rows.append(
+                {
+                    "layer": layer,
+                    "matrix": matrix,
+                    "sum_sigma2": s * (1 + 0.1 * (layer - 1)),
+                    "lambda_max": sv**2,
+                    "sv_max": sv,
+                    "stable_rank": s / sv**2,
+                    "num_spikes": 0,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_comparison_verdicts_follow_the_ratios():
+    random = fake_spectra({}, {})
+    thesis_like = fake_spectra({"q": 8.0, "k": 6.0, "v": 100.0}, {"q": 1.8, "k": 1.6, "v": 1.2})
+    df = spectra.compare_learned_random(thesis_like, random)
+    assert list(df.columns) == spectra.COMPARISON_COLUMNS
+    obs = df[df.row_type == "observation"].set_index(["matrix", "statement"])
+    assert obs["holds"].all() and obs["in_thesis_range"].all()
+    q_sum = df[(df.row_type == "measure") & (df.matrix == "q") & (df.statement.str.contains("Σσ²"))].iloc[0]
+    assert q_sum.ratio == pytest.approx(0.08) and q_sum.trained == pytest.approx(8.0)
+    opposite = fake_spectra({"q": 900.0, "k": 900.0, "v": 10.0}, {"q": 0.5, "k": 0.5, "v": 0.5})
+    assert (
+        not spectra.compare_learned_random(opposite, random).query("row_type == 'observation'")["holds"].any()
+    )
+    markdown = spectra.comparison_markdown(df, "test")
+    assert markdown.count("**yes**") == 6 and "| q | mean Σσ² (‖W‖_F²) |" in markdown
+
+
+# --- storage -----------------------------------------------------------------------------
+
+
+def test_zarr_round_trip_is_byte_identical(tmp_path: Path):
+    result = spectra.compute_spectra(tiny_llama(), 0.02, include_embeddings=True, threads=2)
+    paths = [tmp_path / "a.zarr", tmp_path / "b.zarr"]
+    for path in paths:
+        with io.atomic_path(path) as tmp:
+            spectra.write_singular_values(result, tmp, {"model": "tiny", "variant": "trained"})
+    back = spectra.read_singular_values(paths[0])
+    assert set(back) == {"embed", "lm_head", *spectra.MATRIX_TYPES}
+    np.testing.assert_array_equal(back["k"], np.sqrt(result.sigma2["k"]))
+    files = sorted(p.relative_to(paths[0]) for p in paths[0].rglob("*") if p.is_file())
+    assert files and all((paths[0] / f).read_bytes() == (paths[1] / f).read_bytes() for f in files)
+    assert files == sorted(p.relative_to(paths[1]) for p in paths[1].rglob("*") if p.is_file())
+
+
+def test_results_do_not_depend_on_thread_count():
+    model = tiny_llama()
+    one = spectra.compute_spectra(model, 0.02, threads=1)
+    two = spectra.compute_spectra(model, 0.02, threads=2)
+    pd.testing.assert_frame_equal(one.table, two.table, check_exact=True)
