@@ -92,7 +92,7 @@ rule attention_figure:
         store="results/attention/{model}/{variant}/{experiment}.zarr",
     output:
         **figure_outputs(
-            MAPS + "/{kind}",
+            f"{MAPS}/{{kind}}",
             "attention_maps",
             lambda wc: "Full passes over all layers" if wc.kind.endswith("_pass") else "Attention maps",
             "{experiment} · {variant}",

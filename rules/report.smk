@@ -19,10 +19,13 @@ def claims_experiment():
     return name
 
 
+CLAIMS_EXPERIMENT = claims_experiment()
+
+
 def claims_layout(wildcards=None):
     """Per model, the inputs of every claim (variant → metrics, the trained store, every
     variant's clues and every experiment's prompts, the spectra tables)."""
-    experiment = claims_experiment()
+    experiment = CLAIMS_EXPERIMENT
     layout = {}
     for model in PLAN.models:
         layout[model] = {

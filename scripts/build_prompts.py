@@ -11,8 +11,15 @@ p = snakemake.params
 model_dir = Path(snakemake.input.manifest).parent
 tokenizer = models.load_tokenizer(model_dir, p.chat_template)
 clues = pd.read_parquet(snakemake.input.clues)
+manifest = models.read_manifest(model_dir)
 table = prompts.build_prompts(
-    clues, snakemake.wildcards.experiment, p.experiment, p.targets, tokenizer, system_prompt=p.system_prompt
+    clues,
+    snakemake.wildcards.experiment,
+    p.experiment,
+    p.targets,
+    tokenizer,
+    system_prompt=p.system_prompt,
+    max_length=manifest["max_position_embeddings"],
 )
 log.info("%d prompts, %d-%d tokens", len(table), table["n_tokens"].min(), table["n_tokens"].max())
 digest = io.config_digest(
@@ -21,7 +28,7 @@ digest = io.config_digest(
     p.system_prompt,
     p.chat_template,
     io.read_parquet_metadata(snakemake.input.clues)["config_digest"],
-    models.read_manifest(model_dir)["spec_digest"],
+    manifest["spec_digest"],
 )
 io.write_parquet(
     table,

@@ -11,15 +11,17 @@ log = io.setup_script_logging(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 p = snakemake.params
 prompt_table = pd.read_parquet(snakemake.input.prompts)
+model_dir = Path(snakemake.input.manifest).parent
+# Before loading the weights: a prompt too long for the model fails in seconds.
+generation.check_context(prompt_table, p.generation["max_new_tokens"], models.read_manifest(model_dir))
 loaded = models.load_model(
-    Path(snakemake.input.manifest).parent,
+    model_dir,
     snakemake.wildcards.variant,
     device=p.load["device"],
     dtype=p.load["dtype"],
     quantization=p.load["quantization"],
     chat_template=p.load["chat_template"],
 )
-generation.check_context(prompt_table, p.generation["max_new_tokens"], loaded.manifest)
 log.info(
     "generating %d clues with %s/%s on %s", len(prompt_table), loaded.name, loaded.variant, loaded.device
 )

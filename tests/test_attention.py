@@ -352,7 +352,7 @@ def test_capture_on_cuda_matches_the_cpu(tiny_llama, sample_clues, tmp_path):
 @pytest.mark.integration
 def test_embedded_model_capture_equals_output_attentions(embedded_model_dir, sample_clues, tmp_path):
     loaded = models.load_model(embedded_model_dir)
-    spec = {"category": "Animals", "k": 1, "seed": 0}
+    spec = {"category": "Animals", "k": 2, "seed": 0}
     table = prompt_table(loaded.tokenizer, sample_clues, targets=["Ant"], spec=spec)
     path = extract(loaded.model, loaded.tokenizer, table, tmp_path / "smollm2.zarr")
     root = zarr.open_group(path, mode="r")

@@ -117,8 +117,13 @@ def test_cross_check_errors_name_the_key(path, value, message):
 def test_k_needs_k_plus_one_clues(tmp_path):
     clue_file = tmp_path / "tiny.csv"
     clue_file.write_text("Word;Clue\nAnt;Tiny worker.\nBee;Buzzes.\nOwl;Hoots.\n")
+    other_file = tmp_path / "birds.csv"  # a target must have a clue somewhere, not in its own category
+    other_file.write_text("Word;Clue\nEmu;Flightless runner.\n")
     config = default_config()
-    config["data"]["clue_files"] = [{"path": str(clue_file), "category": "Tiny"}]
+    config["data"]["clue_files"] = [
+        {"path": str(clue_file), "category": "Tiny"},
+        {"path": str(other_file), "category": "Birds"},
+    ]
     config["experiments"] = {"tiny": {"category": "Tiny", "k": 2, "targets": ["Ant", "Emu"]}}
     checked(copy.deepcopy(config))  # 3 clues: k=2 works for a target in the pool and one outside it
     config["experiments"]["tiny"]["k"] = 3

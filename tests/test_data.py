@@ -125,6 +125,7 @@ def test_latin1_control_bytes_are_undecodable(tmp_path):
         ("Word,Clue\nAnt,Tiny worker.\n", "uses ',' as delimiter"),
         ("Ant;Tiny worker.\nBee;Buzzes.\n", "add the header line 'Word;Clue'"),
         (b"\x00\x01binary", "binary file"),
+        ("Word;Clue\nAnt;Tiny worker.\n".encode("utf-16"), "UTF-16 text.*Save it as UTF-8"),
     ],
 )
 def test_unreadable_file_fails_with_file_and_reason(tmp_path, content, message):

@@ -49,6 +49,7 @@ def test_random_variant_is_seeded_and_differs_from_trained(prepared_tiny_mistral
     ("name", "message"),
     [
         ("qkscale-a0", "alpha must be > 0"),
+        ("qkscale-a-1", "alpha must be > 0"),
         ("qkscale-2", "unknown variant"),
         ("random", "unknown variant"),
         ("Trained", "unknown variant"),

@@ -61,7 +61,8 @@ def test_token_text_and_layers():
     assert (
         plots.token_text("ĠAnt") == "Ant"
         and plots.token_text("▁Ant") == "Ant"
-        and plots.token_text("Ċ") == "⏎"
+        and plots.token_text("Ċ") == "\\n"
+        and plots.token_text("Ġ") == "<space>"
     )
     assert plots.resolve_layers([0, 2, 15, -1], 30) == [0, 2, 15, 29]
     assert plots.resolve_layers([0, 2, 15, -1], 2) == [0, 1], "missing layers dropped, -1 is the last"

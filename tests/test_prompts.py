@@ -132,7 +132,7 @@ def test_build_prompts_table(tiny_llama, sample_clues):
         assert len(row.input_ids) == row.n_tokens == len(row.token_segment) == len(row.token_word)
         assert tokenizer(row.text, add_special_tokens=False)["input_ids"] == list(row.input_ids)
     assert table["reference_clue"].notna().all()
-    with pytest.raises(ValueError, match="animals-k3.*more than the 50"):
+    with pytest.raises(ValueError, match="animals-k3.*context of 50 tokens; lower experiments.animals-k3.k"):
         prompts.build_prompts(
             sample_clues,
             "animals-k3",

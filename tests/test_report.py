@@ -4,6 +4,7 @@ image), the app renders its categories, and a screenshot shows a figure."""
 
 from __future__ import annotations
 
+import html as html_module
 import json
 import os
 import re
@@ -16,10 +17,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnscope import claims
+from attnscope import claims, report
 from tests.test_workflow import snakemake, tiny_config
-
-pytestmark = pytest.mark.integration
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_FLAGS = [
@@ -38,7 +37,8 @@ CHROMIUM_FLAGS = [
 # every embedded PNG and write their sizes (0 × 0 = broken) into the DOM.
 PROBE = """
 <script>
-window.addEventListener("load", function () {
+(function probe() {
+  if (typeof app === "undefined" || !app) { setTimeout(probe, 50); return; }  // React not mounted yet
   var images = Object.keys(results).filter(function (p) { return results[p].mime_type === "image/png"; });
   var shown = images.filter(function (p) { return p.indexOf("word_grid") >= 0; })[0] || images[0];
   app.setView({content: "img", contentPath: results[shown].data_uri, resultPath: shown});
@@ -52,17 +52,18 @@ window.addEventListener("load", function () {
   });
   Promise.all(checks).then(function (sizes) {
     setTimeout(function () {
-      var viewer = document.querySelector("#app img");
+      var viewer = Array.from(document.querySelectorAll("#app img")).filter(function (img) {
+        return img.src.indexOf("data:image/png") === 0;
+      })[0];
       var pre = document.createElement("pre");
       pre.id = "attnscope-probe";
       pre.textContent = JSON.stringify({
-        shown: shown, images: sizes,
-        viewer: viewer ? [viewer.naturalWidth, viewer.naturalHeight, viewer.src.slice(0, 22)] : null
+        shown: shown, images: sizes, viewer: viewer ? [viewer.naturalWidth, viewer.naturalHeight] : null
       });
       document.body.appendChild(pre);
     }, 300);
   });
-});
+})();
 </script>
 """
 
@@ -99,6 +100,28 @@ def embedded_results(html: str) -> dict:
     return json.loads(match.group(1))
 
 
+def test_clue_comparison_and_html_tables():
+    trained = pd.DataFrame(
+        {
+            "prompt_index": [1, 0],
+            "target": ["Bee", "Ant"],
+            "reference_clue": ["b", "a"],
+            "clue": ["Buzz", "Tiny"],
+        }
+    )
+    random = pd.DataFrame({"prompt_index": [0, 1], "target": ["Ant", "Bee"], "clue": ["xq", "<|x|>"]})
+    table = report.clue_comparison({"trained": trained, "random-s0": random})
+    assert list(table.columns) == ["Word", "Reference Clue", "trained", "random-s0"]
+    assert table.values.tolist() == [["Ant", "a", "Tiny", "xq"], ["Bee", "b", "Buzz", "<|x|>"]]
+    page = report.html_page(
+        "Clues & claims", [("All", "note", table.assign(verdict=["supported", "not measured"]))]
+    )
+    assert page.startswith("<!doctype html>") and "<title>Clues &amp; claims</title>" in page
+    assert "&lt;|x|&gt;" in page and "<|x|>" not in page, "cells are escaped"
+    assert '<td class="supported">supported</td>' in page and '<td class="not-measured">' in page
+
+
+@pytest.mark.integration
 def test_report_bundles_figures_tables_and_claims(report_run):
     html = (report_run / "results" / "report.html").read_text(encoding="utf-8")
     results = embedded_results(html)
@@ -145,6 +168,7 @@ def chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.integration
 def test_report_renders_in_chromium(report_run, tmp_path):
     if CHROMIUM is None:
         message = "Debian chromium is not installed (apt-get install chromium)"
@@ -152,22 +176,22 @@ def test_report_renders_in_chromium(report_run, tmp_path):
             pytest.fail(message)
         pytest.skip(message)
     html = (report_run / "results" / "report.html").read_text(encoding="utf-8")
-    assert html.count("</body>") == 1
+    head, body_end, tail = html.rpartition("</body>")  # the last one: scripts contain the string too
+    assert body_end, "no </body> in the report"
     probed = tmp_path / "report-probe.html"
-    probed.write_text(html.replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    probed.write_text(head + PROBE + body_end + tail, encoding="utf-8")
     url = probed.as_uri()
 
     dom = chromium("--virtual-time-budget=20000", "--dump-dom", url, cwd=tmp_path)
     assert dom.returncode == 0, dom.stderr[-2000:]
     match = re.search(r'<pre id="attnscope-probe">(.*?)</pre>', dom.stdout, re.S)
     assert match, "the probe did not run: the report's scripts failed in Chromium"
-    probe = json.loads(match.group(1).replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))
+    probe = json.loads(html_module.unescape(match.group(1)))
     images = probe["images"]
     assert len(images) >= 20
     broken = [path for path, width, height in images if width == 0 or height == 0]
     assert not broken, f"broken images in the report: {broken}"
     assert probe["viewer"] is not None and probe["viewer"][0] > 100, "the report's viewer shows no figure"
-    assert probe["viewer"][2].startswith("data:image/png")
     assert "Attention maps" in dom.stdout and "Thesis claims" in dom.stdout, "the app rendered no categories"
 
     shot = tmp_path / "report.png"

@@ -3,7 +3,9 @@
 One real run of the default target, then Snakemake dry runs after each change. The
 expected jobs are read off a `--forceall` dry run of the changed config (all its jobs)
 by their wildcards, e.g. "every job of variant qkscale-a2 of animals-k2", so the tests
-hold for every stage in the default target, present and future. Every value a rule uses
+hold for every stage in the default target, present and future. Jobs that combine others
+(an experiment's variant comparison, a model's spectra figures, the claims table and the
+report) rerun with what they combine, and only then (`with_aggregates`). Every value a rule uses
 reaches it through `params:` (Snakemake's params rerun trigger); a rule that read config
 any other way would be missed by the dry run, and the changed-value cases below fail.
 """
@@ -83,6 +85,29 @@ def having(jobs, *wildcards: str, rules: tuple[str, ...] = ()) -> list:
     )
 
 
+AGGREGATES = ("metric_curves", "clue_comparison", "spectra_comparison", "spectra_figures", "claims", "report")
+"""Rules whose jobs combine the jobs of several variants, experiments or models."""
+
+
+def with_aggregates(selected: list, jobs: list) -> list:
+    """`selected` plus the aggregate jobs of `jobs` that combine one of them: an aggregate
+    whose wildcards all appear in a selected job's (`model=M, experiment=E` for an
+    experiment's comparison), or one without wildcards when a selected job has a model."""
+    chosen = [job for job in selected if job[0] not in AGGREGATES]
+    wildcard_sets = [set(wc.split(", ")) for _, wc in chosen]
+    combined = [
+        (rule, wc)
+        for rule, wc in jobs
+        if rule in AGGREGATES
+        and (
+            any(set(wc.split(", ")) <= found for found in wildcard_sets)
+            if wc
+            else any(any(w.startswith("model=") for w in found) for found in wildcard_sets)
+        )
+    ]
+    return sorted(set(chosen + combined))
+
+
 def set_key(path: str, value):
     """A change that sets one dotted config key (`models.tiny-mistral.seed`)."""
 
@@ -105,14 +130,17 @@ def test_one_alpha_added_runs_only_that_variant(finished_run):
         config["experiments"]["animals-k2"]["variants"].append("qkscale-a2")
 
     planned, jobs = run_after(finished_run, add_alpha)
-    assert planned == having(jobs, "variant=qkscale-a2", "experiment=animals-k2")
+    assert planned == with_aggregates(having(jobs, "variant=qkscale-a2", "experiment=animals-k2"), jobs)
+    assert ("clue_comparison", f"model={MODEL}, experiment=animals-k2") in planned
+    assert not having(planned, "experiment=food-k3")
     assert {"generate_clues", "clue_table"} <= {rule for rule, _ in planned}
 
 
 def test_one_k_changed_runs_only_that_experiment(finished_run):
     # Every variant of animals-k2 reruns; food-k3, the model, the clues and the theory checks do not.
     planned, jobs = run_after(finished_run, set_key("experiments.animals-k2.k", 4))
-    assert planned == having(jobs, "experiment=animals-k2")
+    assert planned == with_aggregates(having(jobs, "experiment=animals-k2"), jobs)
+    assert not having(planned, "experiment=food-k3", rules=("weight_spectra", "spectra_comparison"))
     assert {wc for rule, wc in planned if rule == "generate_clues"} == {
         f"model={MODEL}, variant={variant}, experiment=animals-k2" for variant in ("trained", "qkscale-a0.5")
     }
@@ -120,18 +148,19 @@ def test_one_k_changed_runs_only_that_experiment(finished_run):
 
 def test_model_changed_runs_everything_for_that_model(finished_run):
     planned, jobs = run_after(finished_run, set_key(f"models.{MODEL}.seed", 1))
-    assert planned == having(jobs, f"model={MODEL}")
+    assert planned == with_aggregates(having(jobs, f"model={MODEL}"), jobs)
     assert ("prepare_model", f"model={MODEL}") in planned
     assert not having(planned, rules=("import_clues", "theory_checks"))
     # Another model: all of its jobs, nothing of the clue import or the theory checks.
     planned, jobs = run_after(finished_run, set_key("model", "tiny-llama"))
-    assert planned == having(jobs, "model=tiny-llama") and len(planned) > 10
+    assert planned == with_aggregates(having(jobs, "model=tiny-llama"), jobs) and len(planned) > 10
 
 
 @pytest.mark.parametrize(
     ("key", "value", "selects"),
     [
-        # How a model runs (load options) reruns every job of a variant, not the weights or prompts.
+        # How a model runs (load options) reruns every job of a variant, not the weights, the
+        # prompts or the spectra (always from float32 weights, never batched by prompt).
         pytest.param(f"models.{MODEL}.dtype", "bfloat16", "variant jobs", id="dtype"),
         pytest.param(f"models.{MODEL}.chat_template", None, "model jobs but prepare", id="chat_template"),
         pytest.param("generation.batch_size", 1, "variant jobs", id="batch_size"),
@@ -143,14 +172,14 @@ def test_model_changed_runs_everything_for_that_model(finished_run):
 def test_each_value_reruns_the_jobs_that_read_it(finished_run, key, value, selects):
     planned, jobs = run_after(finished_run, set_key(key, value))
     expected = {
-        "variant jobs": [job for job in jobs if "variant=" in job[1]],
+        "variant jobs": [job for job in jobs if "variant=" in job[1] and job[0] != "weight_spectra"],
         "model jobs but prepare": [
             job for job in having(jobs, f"model={MODEL}") if job[0] != "prepare_model"
         ],
         "experiment=food-k3": having(jobs, "experiment=food-k3"),
         "theory_checks": having(jobs, rules=("theory_checks",)),
     }[selects]
-    assert planned == sorted(expected) and planned
+    assert planned == with_aggregates(expected, jobs) and planned
 
 
 def test_clue_sources_rerun_everything_downstream_of_the_import(finished_run):
@@ -158,7 +187,12 @@ def test_clue_sources_rerun_everything_downstream_of_the_import(finished_run):
         config["data"]["clue_files"][0]["category"] = None
 
     planned, jobs = run_after(finished_run, relabel)
-    assert planned == [job for job in jobs if job[0] not in ("prepare_model", "theory_checks")]
+    independent = ("prepare_model", "theory_checks", "theory_figures") + (
+        "weight_spectra",
+        "spectra_comparison",
+        "spectra_figures",
+    )
+    assert planned == [job for job in jobs if job[0] not in independent]
 
 
 def test_scripts_read_config_only_through_params():

@@ -103,7 +103,7 @@ def test_default_target_outputs(tiny_run):
     assert (results / "theory" / "checks.md").is_file()
     assert (results / "logs" / "import_clues.log").is_file()
     # Attention stores and metrics for every experiment; the per-head maps only for the
-    # default keep_heads targets (the tiny run's Animals targets start with Ant, Bee, Fox).
+    # default keep_heads target (the tiny run's Animals targets are Ant, Bee, Fox).
     for experiment, n in [("animals-k2", 3), ("food-k3", 2)]:
         store = zarr.open_group(
             results / "attention" / "tiny-mistral" / "trained" / f"{experiment}.zarr", mode="r"
@@ -111,7 +111,7 @@ def test_default_target_outputs(tiny_run):
         groups = [store[f"{i:03d}"] for i in range(n)]
         assert all(g.attrs["complete"] and "head_mean" in g and "metrics" in g for g in groups)
         kept = ["attn" in g for g in groups]
-        assert kept == ([True, True, True] if experiment == "animals-k2" else [False, False])
+        assert kept == ([True, False, False] if experiment == "animals-k2" else [False, False])
         assert "generated" in groups[0].attrs["token_segment"]  # the clue is appended
         table = pd.read_parquet(results / "metrics" / "tiny-mistral" / "trained" / f"{experiment}.parquet")
         assert len(table) == n * 2 * (4 + 1)  # prompts × layers × (heads + head mean)

@@ -4,10 +4,11 @@ One forward pass per prompt through the decoder stack (eager attention, no LM he
 A forward hook on every layer's self-attention casts that layer's probabilities
 ``[head, query, key]`` to float16, moves them to the CPU and hands them to a writer
 thread while the forward pass goes on with the next layer. The queue holds one layer,
-so besides the model's own tensors at most two layers' maps exist (one queued, one being
-written), whatever the number of layers. The writer stores the per-head maps (for the
-prompts that keep them), the head mean, the word-level maps and the metrics of every
-map (:mod:`attnscope.metrics`), and finishes one prompt while the next one is computed.
+so besides the model's own tensors at most two layers' maps exist (the one being written
+and the one the forward pass has just produced), whatever the number of layers. The
+writer stores the per-head maps (for the prompts that keep them), the head mean, the
+word-level maps and the metrics of every map (:mod:`attnscope.metrics`), and finishes
+one prompt while the next one is computed.
 
 Store (Zarr v3), one group per prompt named by its ``prompt_index`` (``000``, ``001``, ...):
 

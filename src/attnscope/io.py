@@ -9,6 +9,7 @@ of the values that produced them; the same inputs give the same bytes.
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import json
 import logging
@@ -45,8 +46,28 @@ def file_digest(path: str | os.PathLike) -> str:
     return digest.hexdigest()[:16]
 
 
-def _tmp_sibling(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+def _tmp_prefix(path: Path) -> str:
+    return f".{path.name}.tmp-"
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _remove_stale(path: Path) -> None:
+    """Remove the temporary siblings of ``path`` that no running process writes: this
+    process's own, and those of killed jobs (``kill -9`` skips every cleanup)."""
+    prefix = _tmp_prefix(path)
+    for sibling in path.parent.glob(glob.escape(prefix) + "*"):
+        pid = sibling.name[len(prefix) :]
+        if pid.isdigit() and (int(pid) == os.getpid() or not _running(int(pid))):
+            _remove(sibling)
 
 
 @contextlib.contextmanager
@@ -54,12 +75,13 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary sibling of ``path``; rename it to ``path`` on success.
 
     Works for files and directories (Zarr stores). On any exception the temporary
-    path is removed and ``path`` is left as it was.
+    path is removed and ``path`` is left as it was. Temporary siblings that a killed
+    process left behind are removed first.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp_sibling(path)
-    _remove(tmp)
+    tmp = path.with_name(f"{_tmp_prefix(path)}{os.getpid()}")
+    _remove_stale(path)
     try:
         yield tmp
         if path.is_dir() and not path.is_symlink():

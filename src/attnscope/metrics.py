@@ -24,7 +24,8 @@ labels. Row averages run over rows i ≥ 1: row 0's only causal key is itself.
   computed from the store (:func:`spectral_ranks`): for the head mean of every prompt
   and for every head of the prompts that keep their heads.
 
-For the identity all three ranks are n; for b uniform diagonal blocks they are b.
+For the identity the stable and effective ranks are n and the ε-rank is ⌈n(1 − ε²)⌉ (every
+singular value is 1); for b uniform diagonal blocks all three are b.
 
 The capture computes the other metrics for every map while it streams, so they must be
 cheap: float16 maps are read through lookup tables over their 65 536 bit patterns

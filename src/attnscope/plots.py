@@ -50,6 +50,7 @@ STYLE = {
     "figure.titlesize": 10,
     "legend.fontsize": 8,
     "svg.fonttype": "none",  # text stays text in the SVG
+    "svg.hashsalt": "attnscope",  # fixed element ids: same figure, same SVG bytes
     "image.interpolation": "nearest",
 }
 ATTENTION_CMAP = "Blues"
@@ -108,8 +109,8 @@ def resolve_layers(requested: Iterable[int], num_layers: int) -> list[int]:
 
 def token_text(token: str) -> str:
     """A tokenizer piece as readable text (byte-level BPE ``Ġ``/``Ċ``, SentencePiece ``▁``)."""
-    text = token.replace("Ġ", " ").replace("▁", " ").replace("Ċ", "⏎").strip()
-    return text or "␣"
+    text = token.replace("Ġ", " ").replace("▁", " ").replace("Ċ", "\\n").strip()
+    return text or "<space>"
 
 
 @dataclass(frozen=True)
@@ -597,9 +598,12 @@ def plot_slerp_kl(t: np.ndarray, kl: np.ndarray, fitted: np.ndarray, fit_text: s
 
 
 def save_figure(fig: Figure, paths: Iterable[str | os.PathLike], dpi: int = 120) -> None:
-    """Write ``fig`` to every path (format from the suffix: .png, .svg, .pdf), atomically."""
+    """Write ``fig`` to every path (format from the suffix: .png, .svg, .pdf), atomically,
+    without a creation date, so the same figure gives the same bytes."""
     with mpl.rc_context(STYLE):
         for path in paths:
             path = Path(path)
+            fmt = path.suffix.lstrip(".")
+            metadata = {"Date": None} if fmt in ("svg", "pdf") else None
             with io.atomic_path(path) as tmp:
-                fig.savefig(tmp, format=path.suffix.lstrip("."), dpi=dpi)
+                fig.savefig(tmp, format=fmt, dpi=dpi, metadata=metadata)

@@ -259,7 +259,7 @@ def build_prompts(
     """One row per target: shots, rendered text, token ids and per-token labels.
 
     ``spec`` is the experiment's config (category, k, seed). ``max_length`` (the
-    model's context minus the generation budget) bounds the prompt length.
+    model's context) bounds the prompt length.
     """
     category, k, seed = spec["category"], spec["k"], spec["seed"]
     pool = clues[clues["category"] == category]
@@ -274,7 +274,8 @@ def build_prompts(
             raise ValueError(
                 f"experiments.{experiment}: the prompt for target {target!r} has "
                 f"{len(ann.input_ids)} tokens, "
-                f"more than the {max_length} the model's context leaves after generation; lower k"
+                f"more than the model's context of {max_length} tokens; lower experiments.{experiment}.k "
+                "or use a model with a longer context"
             )
         rows.append(
             {

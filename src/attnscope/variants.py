@@ -43,6 +43,10 @@ FORMS = (
     "-L<first>-<last> (e.g. qkscale-a2-L0-9)"
 )
 
+# A negative alpha (qkscale-a-1) matches no form; say what is wrong rather than "unknown variant".
+_ALPHA = "variant {name!r}: alpha must be > 0 (e.g. qkscale-a2 doubles W_q and W_k, qkscale-a0.5 halves them)"
+_NEGATIVE_ALPHA = re.compile(rf"(?:qkscale|qktop-r\d+)-a-{_NUMBER}{_LAYERS}")
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -72,7 +76,7 @@ def parse(name: str) -> Variant:
         groups = {k: v for k, v in match.groupdict().items() if v is not None}
         alpha = float(groups["alpha"]) if "alpha" in groups else None
         if alpha is not None and alpha <= 0:
-            raise ValueError(f"variant {name!r}: alpha must be > 0")
+            raise ValueError(_ALPHA.format(name=name))
         rank = int(groups["rank"]) if "rank" in groups else None
         if rank is not None and rank < 1:
             raise ValueError(f"variant {name!r}: r must be >= 1")
@@ -81,6 +85,8 @@ def parse(name: str) -> Variant:
             raise ValueError(f"variant {name!r}: layer range L{layers[0]}-{layers[1]} is empty")
         seed = int(groups["seed"]) if "seed" in groups else None
         return Variant(name, kind, seed=seed, alpha=alpha, rank=rank, layers=layers)
+    if _NEGATIVE_ALPHA.fullmatch(name):
+        raise ValueError(_ALPHA.format(name=name))
     raise ValueError(f"unknown variant {name!r}; expected one of: {FORMS}")
 
 

@@ -1,0 +1,103 @@
+"""The cold default run and a no-op rerun, wall time, in a fresh working directory.
+
+    python benchmarks/bench_workflow.py [--cores 2] [--workdir DIR] [--compare DIR]
+
+Runs `snakemake --cores N` on this checkout's config.yaml and sample data in a new working
+directory (nothing cached: the model is prepared from the GGUF, every job runs), then the
+same command again, which must run no job. With ``--compare DIR`` (the working directory of
+an earlier cold run), also checks determinism: every Parquet table byte-identical and
+every Zarr array equal. Writes benchmarks/out/workflow.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import zarr
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import write  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def snakemake(workdir: Path, cores: int) -> tuple[float, str]:
+    """Wall seconds and output of one `snakemake --cores N` in ``workdir``."""
+    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir)]
+    start = time.perf_counter()
+    run = subprocess.run([*command, "--cores", str(cores)], capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if run.returncode != 0:
+        raise SystemExit(f"snakemake failed in {workdir}:\n{run.stderr[-4000:]}")
+    return seconds, run.stdout + run.stderr
+
+
+def zarr_arrays(store: Path) -> dict[str, np.ndarray]:
+    """Every array of a Zarr store, at any depth, by its path."""
+    members = zarr.open_group(store, mode="r").members(max_depth=None)
+    return {name: node[...] for name, node in members if isinstance(node, zarr.Array)}
+
+
+def differences(results: Path, reference: Path) -> list[str]:
+    """Parquet files whose bytes differ and Zarr arrays whose values differ from ``reference``."""
+    found = []
+    for path in sorted(results.rglob("*.parquet")):
+        other = reference / path.relative_to(results)
+        if not other.is_file() or other.read_bytes() != path.read_bytes():
+            found.append(str(path.relative_to(results)))
+    for store in sorted(results.rglob("*.zarr")):
+        mine, theirs = zarr_arrays(store), zarr_arrays(reference / store.relative_to(results))
+        if mine.keys() != theirs.keys():
+            found.append(f"{store.relative_to(results)}: arrays differ")
+        found += [
+            f"{store.relative_to(results)}/{name}"
+            for name in mine
+            if name in theirs and not np.array_equal(mine[name], theirs[name], equal_nan=True)
+        ]
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--workdir", type=Path, help="keep the run here (default: a temporary directory)")
+    parser.add_argument("--compare", type=Path, help="an earlier cold run's working directory")
+    args = parser.parse_args()
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="attnscope-cold-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    if (workdir / "results").exists():
+        raise SystemExit(f"{workdir}/results exists: a cold run needs an empty working directory")
+    shutil.copy(REPO / "config.yaml", workdir / "config.yaml")
+    if not (workdir / "data").exists():
+        os.symlink(REPO / "data", workdir / "data")
+
+    cold_s, cold_log = snakemake(workdir, args.cores)
+    jobs = cold_log.count("Finished jobid")
+    noop_s, noop_log = snakemake(workdir, args.cores)
+    result = {
+        "command": "python benchmarks/bench_workflow.py",
+        "cores": args.cores,
+        "workdir": str(workdir),
+        "cold_run_s": round(cold_s, 1),
+        "cold_run_jobs": jobs,
+        "noop_rerun_s": round(noop_s, 2),
+        "noop_rerun_jobs": noop_log.count("Finished jobid"),
+    }
+    if args.compare:
+        diffs = differences(workdir / "results", args.compare / "results")
+        result |= {"compared_with": str(args.compare), "differences": diffs}
+    write("workflow", result)
+    if result["noop_rerun_jobs"] or result.get("differences"):
+        raise SystemExit("the rerun ran jobs, or the outputs differ from --compare")
+
+
+if __name__ == "__main__":
+    main()
