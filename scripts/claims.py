@@ -2,6 +2,7 @@
 HTML page for the report)."""
 
 import pandas as pd
+import zarr
 
 from attnscope import __version__, claims, io, report
 
@@ -39,10 +40,18 @@ for model, layout in snakemake.params.layout.items():
         log.info("%s %s: %s (%s)", model, row.claim, row.verdict, row.measured)
     tables.append(table)
 table = pd.concat(tables, ignore_index=True)
+# The layout names the inputs; their digests say what they hold (generation, attention, spectra settings).
+upstream = {
+    path: zarr.open_group(path, mode="r").attrs["config_digest"]
+    if path.endswith(".zarr")
+    else io.read_parquet_metadata(path)["config_digest"]
+    for path in snakemake.input
+}
+thresholds = claims.Thresholds().__dict__
 meta = {
-    "config_digest": io.config_digest(snakemake.params.layout),
+    "config_digest": io.config_digest(snakemake.params.layout, upstream, thresholds),
     "rule": "claims",
-    "thresholds": claims.Thresholds().__dict__,
+    "thresholds": thresholds,
     "attnscope_version": __version__,
 }
 io.write_parquet(table, snakemake.output.table, meta)

@@ -128,7 +128,9 @@ def write_json(obj: Any, path: str | os.PathLike) -> None:
 
 
 def setup_script_logging(log_path: str | os.PathLike | None) -> logging.Logger:
-    """Log to the rule's ``log:`` file and to stderr; return the ``attnscope`` logger."""
+    """Log to the rule's ``log:`` file and to stderr; return the ``attnscope`` logger.
+
+    An uncaught exception goes to both as well, so a failed job's log says why it failed."""
     logger = logging.getLogger("attnscope")
     logger.setLevel(logging.INFO)
     logger.handlers.clear()
@@ -140,6 +142,7 @@ def setup_script_logging(log_path: str | os.PathLike | None) -> logging.Logger:
     for handler in handlers:
         handler.setFormatter(fmt)
         logger.addHandler(handler)
+    sys.excepthook = lambda *exc_info: logger.error("job failed: %s", exc_info[1], exc_info=exc_info)
     return logger
 
 

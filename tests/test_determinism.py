@@ -1,0 +1,208 @@
+"""Determinism and config digests on real Snakemake runs of a tiny config.
+
+Two cold runs (separate working directories, model preparation included) give the same
+prepared model, byte-identical Parquet tables and equal Zarr stores. The config digest
+that every artifact records changes when, and only when, an input that decides it
+changes; an artifact whose digest stays the same keeps the same bytes.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+import zarr
+
+from attnscope import io
+from tests.conftest import REPO
+from tests.test_workflow import snakemake, tiny_config
+
+pytestmark = pytest.mark.integration
+
+MODEL = "tiny-mistral"
+EXPERIMENTS = ("animals-k2", "food-k3")
+TARGETS = (
+    *(f"results/clues/{MODEL}/trained/{experiment}.parquet" for experiment in EXPERIMENTS),
+    *(f"results/metrics/{MODEL}/trained/{experiment}.parquet" for experiment in EXPERIMENTS),
+    f"results/spectra/{MODEL}/learned_vs_random.parquet",
+    "results/theory/checks.parquet",
+    "results/claims.parquet",
+)
+"""Every stage with a Parquet table or a Zarr store: data, prompts, clues, attention,
+metrics, spectra, theory, claims (the clue tables, figures and report hold no digest)."""
+
+
+def base_config() -> dict:
+    config = tiny_config(
+        **{
+            "animals-k2": {"category": "Animals", "k": 2, "n_targets": 2},
+            "food-k3": {"category": "Food", "k": 3, "n_targets": 2},
+        }
+    )
+    config["generation"] = {"max_new_tokens": 4, "batch_size": 2}
+    config["spectra"] = {"variants": ["trained"]}
+    return config
+
+
+def snakemake_command(workdir: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args]
+
+
+def run_side_by_side(workdirs: list[Path], config: dict, timeout: float = 1200) -> None:
+    """Run TARGETS on `config` in every working directory at once (cold: nothing there yet)."""
+    runs = []
+    for workdir in workdirs:
+        (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        out = workdir / "snakemake.out"
+        with out.open("w") as handle:
+            command = snakemake_command(workdir, "--cores", "2", *TARGETS)
+            runs.append((out, subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)))
+    for out, run in runs:
+        try:
+            run.wait(timeout)
+        except subprocess.TimeoutExpired:
+            run.kill()
+            run.wait()
+        assert run.returncode == 0, f"rc {run.returncode}:\n{out.read_text()[-4000:]}"
+
+
+def digests(workdir: Path) -> dict[str, str]:
+    """The config digest of every Parquet table and Zarr store under results/, by path."""
+    results = workdir / "results"
+    found = {
+        str(path.relative_to(workdir)): io.read_parquet_metadata(path)["config_digest"]
+        for path in results.rglob("*.parquet")
+    }
+    for path in results.rglob("*.zarr"):
+        found[str(path.relative_to(workdir))] = zarr.open_group(path, mode="r").attrs["config_digest"]
+    return found
+
+
+def assert_same_zarr(a: Path, b: Path) -> None:
+    """Equal attributes, members, and arrays (dtype, shape, attributes, values) in two stores."""
+
+    def same(x: zarr.Group, y: zarr.Group, where: str) -> None:
+        assert dict(x.attrs) == dict(y.attrs), f"{where}: attributes differ"
+        assert sorted(x.array_keys()) == sorted(y.array_keys()), f"{where}: arrays differ"
+        assert sorted(x.group_keys()) == sorted(y.group_keys()), f"{where}: groups differ"
+        for name in x.array_keys():
+            u, v = x[name], y[name]
+            assert (u.dtype, u.shape) == (v.dtype, v.shape), f"{where}/{name}: dtype or shape differ"
+            assert dict(u.attrs) == dict(v.attrs), f"{where}/{name}: attributes differ"
+            assert np.array_equal(u[...], v[...], equal_nan=True), f"{where}/{name}: values differ"
+        for name in x.group_keys():
+            same(x[name], y[name], f"{where}/{name}")
+
+    with warnings.catch_warnings():  # Snakemake's marker in directory() outputs is no Zarr member
+        warnings.filterwarnings("ignore", message="Object at .snakemake_timestamp")
+        same(zarr.open_group(a, mode="r"), zarr.open_group(b, mode="r"), str(a))
+
+
+def snapshot(workdir: Path) -> dict[str, bytes]:
+    """The bytes of every Parquet table under results/, by path."""
+    return {str(p.relative_to(workdir)): p.read_bytes() for p in (workdir / "results").rglob("*.parquet")}
+
+
+def rerun_with(workdir: Path, change: Callable[[dict], None], *args: str) -> None:
+    """Run TARGETS after `change(config)` on the base config (`args` after the targets, as
+    options such as --forcerun take every word that follows)."""
+    config = base_config()
+    change(config)
+    snakemake(workdir, *TARGETS, *args, config=config)
+
+
+def stage(path: str) -> str:
+    """The stage of an artifact: its folder (or name) under results/, e.g. prompts, claims."""
+    return path.split("/")[1].split(".")[0]
+
+
+def assert_digests_follow_bytes(
+    before: dict[str, bytes], after: dict[str, bytes], old: dict[str, str], new: dict[str, str]
+) -> None:
+    """An artifact whose digest stayed the same kept the same bytes."""
+    for path, data in before.items():
+        if old[path] == new[path]:
+            assert after[path] == data, f"{path}: same config digest, different bytes"
+
+
+@pytest.fixture(scope="module")
+def cold_runs(tmp_path_factory) -> tuple[Path, Path]:
+    """Two cold runs of the base config, side by side in fresh working directories."""
+    workdirs = [tmp_path_factory.mktemp(f"cold-{name}") for name in "ab"]
+    run_side_by_side(workdirs, base_config())
+    return workdirs[0], workdirs[1]
+
+
+@pytest.fixture
+def finished_run(cold_runs, tmp_path) -> Path:
+    """A copy of a cold run (mtimes kept, so Snakemake sees it finished) to change."""
+    copy = tmp_path / "run"
+    shutil.copytree(cold_runs[0], copy, symlinks=True)
+    return copy
+
+
+def test_cold_runs_are_identical(cold_runs):
+    """The same prepared model, Parquet bytes, Zarr contents and digests in both runs."""
+    a, b = cold_runs
+    models = sorted(p.relative_to(a) for p in (a / "results" / "models").rglob("*") if p.is_file())
+    assert any(p.name == "model.safetensors" for p in models)
+    for path in models:
+        assert (a / path).read_bytes() == (b / path).read_bytes(), f"prepared model differs: {path}"
+    tables_a, tables_b = snapshot(a), snapshot(b)
+    stages = {"data", "prompts", "clues", "metrics", "spectra", "theory", "claims"}
+    assert {stage(p) for p in tables_a} == stages
+    assert tables_a.keys() == tables_b.keys()
+    for path, data in tables_a.items():
+        assert data == tables_b[path], f"{path}: the two cold runs wrote different bytes"
+    stores = sorted(p.relative_to(a) for p in (a / "results").rglob("*.zarr"))
+    assert {stage(str(p)) for p in stores} == {"attention", "spectra"}
+    assert stores == sorted(p.relative_to(b) for p in (b / "results").rglob("*.zarr"))
+    for path in stores:
+        assert_same_zarr(a / path, b / path)
+    recorded = digests(a)
+    assert all(len(d) == 16 for d in recorded.values()) and recorded == digests(b)
+
+
+def test_generation_budget_changes_generation_digests_only(finished_run):
+    """max_new_tokens reaches the clues and what reads them (attention appends the clues,
+    metrics read the attention, the claims read both); prompts, spectra and theory checks
+    recomputed under the new config (and a new figures.dpi, which no artifact reads) keep
+    digest and bytes."""
+    old, before = digests(finished_run), snapshot(finished_run)
+
+    def change(config: dict) -> None:
+        config["generation"]["max_new_tokens"] = 3
+        config["figures"]["dpi"] = 72
+
+    rerun_with(finished_run, change, "--forcerun", "build_prompts", "weight_spectra", "theory_checks")
+    new, after = digests(finished_run), snapshot(finished_run)
+    assert new.keys() == old.keys()
+    changed = {path for path in old if old[path] != new[path]}
+    assert changed == {path for path in old if stage(path) in ("clues", "attention", "metrics", "claims")}
+    assert_digests_follow_bytes(before, after, old, new)
+
+
+def test_one_seed_changes_that_experiment_only(finished_run):
+    """food-k3's seed reaches its prompts and everything downstream of them (the claims
+    read every experiment's clues), nothing of animals-k2; figures.dpi changes as well, and
+    no job of these targets reads it."""
+    old, before = digests(finished_run), snapshot(finished_run)
+
+    def change(config: dict) -> None:
+        config["experiments"]["food-k3"]["seed"] = 1
+        config["figures"]["dpi"] = 72
+
+    rerun_with(finished_run, change)
+    new, after = digests(finished_run), snapshot(finished_run)
+    assert new.keys() == old.keys()
+    changed = {path for path in old if old[path] != new[path]}
+    assert changed == {path for path in old if "/food-k3." in path or stage(path) == "claims"}
+    assert {stage(path) for path in changed} == {"prompts", "clues", "attention", "metrics", "claims"}
+    assert_digests_follow_bytes(before, after, old, new)
