@@ -129,6 +129,29 @@ def test_head_mean_and_cosine_are_what_the_docs_say(llama_store, tiny_llama):
     np.testing.assert_array_equal(group["cosine"][...], cosine)
 
 
+def test_chunk_files_are_the_bytes_zarr_writes(llama_store, tmp_path):
+    """The layer chunks written straight into the store equal zarr's own encoding of the same data."""
+    path, _ = llama_store
+    group = zarr.open_group(path, mode="r")["000"]
+    copy = zarr.open_group(tmp_path / "copy.zarr", mode="w")
+    for name in ("attn", "head_mean"):
+        source = group[name]
+        again = copy.create_array(
+            name,
+            shape=source.shape,
+            chunks=source.chunks,
+            dtype=source.dtype,
+            filters=source.filters,
+            compressors=source.compressors,
+            fill_value=0,
+        )
+        again[...] = source[...]
+        for chunk in (Path(path) / "000" / name / "c").rglob("*"):
+            if chunk.is_file():
+                relative = chunk.relative_to(Path(path) / "000")
+                assert chunk.read_bytes() == (tmp_path / "copy.zarr" / relative).read_bytes(), relative
+
+
 def test_heads_are_kept_only_for_the_chosen_targets(llama_store):
     path, _ = llama_store
     root = zarr.open_group(path, mode="r")

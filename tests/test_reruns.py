@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from tests.test_workflow import planned_jobs, snakemake, tiny_config
+from tests.test_workflow import every_job, planned_jobs, snakemake, tiny_config, with_aggregates
 
 pytestmark = pytest.mark.integration
 
@@ -55,18 +55,6 @@ def write_config(workdir, change=None) -> None:
     (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
 
 
-def every_job(workdir) -> list[tuple[str, str]]:
-    """(rule, wildcards) of every job of the current config (a --forceall dry run)."""
-    out = snakemake(workdir, "-n", "--forceall")
-    jobs = []
-    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
-        rule = re.match(r"(?:local)?rule (\w+):", block)
-        if rule and rule.group(1) != "all":
-            wildcards = re.search(r"wildcards: (.*)", block)
-            jobs.append((rule.group(1), wildcards.group(1) if wildcards else ""))
-    return sorted(jobs)
-
-
 def run_after(workdir, change) -> tuple[list, list]:
     """(planned jobs, every job) after `change(config)`; the base config is restored after."""
     write_config(workdir, change)
@@ -83,29 +71,6 @@ def having(jobs, *wildcards: str, rules: tuple[str, ...] = ()) -> list:
         for rule, wc in jobs
         if rule in rules or (wildcards and all(w in wc.split(", ") for w in wildcards))
     )
-
-
-AGGREGATES = ("metric_curves", "clue_comparison", "spectra_comparison", "spectra_figures", "claims", "report")
-"""Rules whose jobs combine the jobs of several variants, experiments or models."""
-
-
-def with_aggregates(selected: list, jobs: list) -> list:
-    """`selected` plus the aggregate jobs of `jobs` that combine one of them: an aggregate
-    whose wildcards all appear in a selected job's (`model=M, experiment=E` for an
-    experiment's comparison), or one without wildcards when a selected job has a model."""
-    chosen = [job for job in selected if job[0] not in AGGREGATES]
-    wildcard_sets = [set(wc.split(", ")) for _, wc in chosen]
-    combined = [
-        (rule, wc)
-        for rule, wc in jobs
-        if rule in AGGREGATES
-        and (
-            any(set(wc.split(", ")) <= found for found in wildcard_sets)
-            if wc
-            else any(any(w.startswith("model=") for w in found) for found in wildcard_sets)
-        )
-    ]
-    return sorted(set(chosen + combined))
 
 
 def set_key(path: str, value):

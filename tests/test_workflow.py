@@ -78,6 +78,47 @@ def planned_jobs(workdir: Path) -> list[tuple[str, str]]:
     return sorted(jobs)
 
 
+def every_job(workdir: Path) -> list[tuple[str, str]]:
+    """(rule, wildcards) of every job of the current config (a --forceall dry run)."""
+    out = snakemake(workdir, "-n", "--forceall")
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
+        rule = re.match(r"(?:local)?rule (\w+):", block)
+        if rule and rule.group(1) != "all":
+            wildcards = re.search(r"wildcards: (.*)", block)
+            jobs.append((rule.group(1), wildcards.group(1) if wildcards else ""))
+    return sorted(jobs)
+
+
+AGGREGATE_SOURCES = {
+    "metric_curves": ("attention_metrics",),
+    "clue_comparison": ("generate_clues", "clue_table"),
+    "spectra_comparison": ("weight_spectra",),
+    "spectra_figures": ("weight_spectra",),
+}
+"""Jobs that combine the jobs of several variants: an experiment's variant comparison and a
+model's spectra comparison rerun with the jobs they combine (same model, experiment)."""
+
+
+def with_aggregates(selected: list, jobs: list) -> list:
+    """`selected` plus the jobs of `jobs` that combine them: the aggregates above, the
+    claims table (it reads every experiment's results of a model) and the report (its
+    params hold the whole config, so it reruns on any change)."""
+    combining = (*AGGREGATE_SOURCES, "claims", "report")
+    chosen = sorted({job for job in selected if job[0] not in combining})
+    found = [set(wc.split(", ")) for _, wc in chosen]
+
+    def combines(rule: str, wildcards: str) -> bool:
+        if rule == "report":
+            return bool(chosen)
+        if rule == "claims":
+            return any(w.startswith("model=") for keys in found for w in keys)
+        keys = set(wildcards.split(", "))
+        return any(r in AGGREGATE_SOURCES[rule] and keys <= f for (r, _), f in zip(chosen, found))
+
+    return sorted(chosen + [(rule, wc) for rule, wc in jobs if rule in combining and combines(rule, wc)])
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory) -> Path:
     workdir = tmp_path_factory.mktemp("tiny-run")
@@ -128,33 +169,44 @@ def test_changing_one_k_reruns_only_that_experiment(tiny_run, tmp_path):
     config = tiny_config()
     config["experiments"]["food-k3"]["k"] = 4
     (tiny_run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    jobs = planned_jobs(tiny_run)
-    assert jobs == [
+    food = [
         ("attention_metrics", "model=tiny-mistral, variant=trained, experiment=food-k3"),
         ("build_prompts", "model=tiny-mistral, experiment=food-k3"),
         ("clue_table", "model=tiny-mistral, variant=trained, experiment=food-k3"),
         ("extract_attention", "model=tiny-mistral, variant=trained, experiment=food-k3"),
         ("generate_clues", "model=tiny-mistral, variant=trained, experiment=food-k3"),
     ]
+    combined = [
+        ("claims", ""),
+        ("clue_comparison", "model=tiny-mistral, experiment=food-k3"),
+        ("metric_curves", "model=tiny-mistral, experiment=food-k3"),
+        ("report", ""),
+    ]
+    assert planned_jobs(tiny_run) == sorted(food + combined)
     # Changing the generation budget reruns generation of every experiment and the attention
     # maps that append its clues, nothing upstream.
     config = tiny_config()
     config["generation"]["max_new_tokens"] = 5
     (tiny_run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    summaries = {"clue_comparison", "metric_curves", "claims", "report"}
     assert {rule for rule, _ in planned_jobs(tiny_run)} == {
         "generate_clues",
         "clue_table",
         "extract_attention",
         "attention_metrics",
-    }
-    # Attention options rerun only the attention jobs; ε only the metrics.
+    } | summaries
+    # Attention options rerun only the attention jobs; ε only the metrics (and what summarises them).
     config = tiny_config()
     config["attention"] = {"keep_heads": "all"}
     (tiny_run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    assert {rule for rule, _ in planned_jobs(tiny_run)} == {"extract_attention", "attention_metrics"}
+    assert {rule for rule, _ in planned_jobs(tiny_run)} == {"extract_attention", "attention_metrics"} | (
+        summaries - {"clue_comparison"}
+    )
     config["attention"] = {"epsilon": 0.2}
     (tiny_run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    assert {rule for rule, _ in planned_jobs(tiny_run)} == {"attention_metrics"}
+    assert {rule for rule, _ in planned_jobs(tiny_run)} == {"attention_metrics"} | (
+        summaries - {"clue_comparison"}
+    )
     (tiny_run / "config.yaml").write_text(yaml.safe_dump(tiny_config(), sort_keys=False))
     assert planned_jobs(tiny_run) == []
 

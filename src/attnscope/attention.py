@@ -2,13 +2,12 @@
 
 One forward pass per prompt through the decoder stack (eager attention, no LM head).
 A forward hook on every layer's self-attention casts that layer's probabilities
-``[head, query, key]`` to float16, moves them to the CPU and hands them to a writer
-thread while the forward pass goes on with the next layer. The queue holds one layer,
-so besides the model's own tensors at most two layers' maps exist (the one being written
-and the one the forward pass has just produced), whatever the number of layers. The
-writer stores the per-head maps (for the prompts that keep them), the head mean, the
-word-level maps and the metrics of every map (:mod:`attnscope.metrics`), and finishes
-one prompt while the next one is computed.
+``[head, query, key]`` to float16, moves them to the CPU and stores them before the
+forward pass goes on with the next layer: the per-head maps (for the prompts that keep
+them) and the head mean are encoded chunk by chunk straight into the store's files
+(:class:`_ChunkFiles`, the bytes zarr would write), and the word-level maps and the metrics
+of every map (:mod:`attnscope.metrics`) are computed. Besides the model's own tensors one
+float16 layer copy exists at a time, whatever the number of layers.
 
 Store (Zarr v3), one group per prompt named by its ``prompt_index`` (``000``, ``001``, ...):
 
@@ -43,15 +42,14 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import shutil
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numcodecs
 import numpy as np
 import pandas as pd
 import torch
@@ -60,6 +58,7 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from zarr.codecs import BloscCodec, TransposeCodec
+from zarr.storage import LocalStore
 
 from attnscope import metrics, prompts, variants
 
@@ -80,6 +79,10 @@ CHUNK_BYTES = 16 << 20
 # level 1 over 4 MiB blocks: lossless, ~0.19-0.20× the float32 size (docs/attention.md).
 COMPRESSOR = BloscCodec(cname="zstd", clevel=1, shuffle="shuffle", typesize=2, blocksize=4 << 20)
 HEADS_LAST = TransposeCodec(order=(0, 2, 3, 1))
+_BLOSC = numcodecs.Blosc(
+    cname="zstd", clevel=1, shuffle=numcodecs.Blosc.SHUFFLE, blocksize=4 << 20, typesize=2
+)
+"""``COMPRESSOR``'s own numcodecs encoder: the per-layer chunks are encoded with it directly."""
 
 
 @dataclass
@@ -210,51 +213,43 @@ class LayerCapture:
         self.sink(layer, weights[0].detach().to(torch.float16).cpu())
 
 
-class _Writer(threading.Thread):
-    """Runs submitted calls in order on one thread.
+class _ChunkFiles:
+    """Whole chunks of one Zarr array, encoded and written straight into its local store.
 
-    One layer's maps at a time: :meth:`reserve` blocks until the call that holds the
-    previous layer has finished, so the forward pass computes layer l+1 while layer l is
-    written, and never runs further ahead.
+    The bytes are those zarr writes (the array's transpose codec, little-endian bytes,
+    ``COMPRESSOR``), one file per chunk at the array's chunk key, but without zarr's
+    per-call cost (an event-loop round trip and a codec thread for every chunk), which
+    is most of the write time of a layer's few small chunks. Edge chunks are padded
+    with the fill value (0) to the full chunk shape, as zarr stores them.
     """
 
-    def __init__(self) -> None:
-        super().__init__(name="attention-writer", daemon=True)
-        self.calls: queue.Queue[tuple[Callable[[], None], bool] | None] = queue.Queue()
-        self.layer_slot = threading.Semaphore(1)
-        self.error: BaseException | None = None
+    def __init__(self, array: zarr.Array):
+        store = array.store_path.store
+        if not isinstance(store, LocalStore):
+            raise TypeError(f"attention stores are written to a local directory, not {store}")
+        self.root = Path(store.root) / array.store_path.path
+        self.metadata = array.metadata
+        self.chunks = tuple(array.chunks)
+        transpose = [c for c in array.metadata.codecs if isinstance(c, TransposeCodec)]
+        self.order = tuple(transpose[0].order) if transpose else None
+        self.dirs: set[Path] = set()
 
-    def run(self) -> None:
-        while (item := self.calls.get()) is not None:
-            call, holds_layer = item
-            try:
-                if self.error is None:
-                    call()
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the submitting thread
-                self.error = exc
-            finally:
-                if holds_layer:
-                    self.layer_slot.release()
-
-    def reserve(self) -> None:
-        self.check()
-        self.layer_slot.acquire()
-
-    def submit(self, call: Callable[[], None], holds_layer: bool = False) -> None:
-        self.check()
-        self.calls.put((call, holds_layer))
-
-    def check(self) -> None:
-        if self.error is not None:
-            raise RuntimeError("the attention writer failed") from self.error
-
-    def stop(self) -> None:
-        self.calls.put(None)
-        self.join()
+    def write(self, coords: tuple[int, ...], data: np.ndarray) -> None:
+        data = data.astype("<f2", copy=False)
+        if data.shape != self.chunks:
+            data = np.pad(data, [(0, c - s) for c, s in zip(self.chunks, data.shape)])
+        if self.order is not None:
+            data = data.transpose(self.order)
+        encoded = _BLOSC.encode(np.ascontiguousarray(data))
+        path = self.root / self.metadata.encode_chunk_key(coords)
+        if path.parent not in self.dirs:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.dirs.add(path.parent)
+        path.write_bytes(encoded)
 
 
 class _PromptGroup:
-    """The arrays of one prompt's group, filled layer by layer on the writer thread."""
+    """The arrays of one prompt's group, filled layer by layer from the forward hooks."""
 
     def __init__(
         self,
@@ -310,25 +305,35 @@ class _PromptGroup:
                 dimension_names=dims,
             )
         self.arrays["cosine"][...] = self.cosine
+        self.chunk_files = {
+            name: _ChunkFiles(self.arrays[name]) for name in ("attn", "head_mean") if name in self.arrays
+        }
         self.group = group
 
     def add_layer(self, layer: int, attn: torch.Tensor) -> None:
+        """Store one layer's maps [head, query, key] float16 and compute what derives from them."""
         a = attn.numpy()
         if self.prompt.keep_heads:
-            for head in range(0, self.num_heads, self.heads_per_chunk):
-                self.arrays["attn"][layer, head : head + self.heads_per_chunk] = a[
-                    head : head + self.heads_per_chunk
-                ]
+            g = self.heads_per_chunk
+            for head in range(0, self.num_heads, g):
+                self.chunk_files["attn"].write((layer, head // g, 0, 0), a[None, head : head + g])
+        self._head_mean(layer, a)
+        if self.with_metrics:
+            for head in range(self.num_heads):
+                self._metrics(layer, head, a[head])
+
+    def _head_mean(self, layer: int, a: np.ndarray) -> None:
         total = np.zeros(a.shape[1:], np.float32)
         for head in a:  # one head at a time, through the float16 lookup table: no layer-sized copy
             total += metrics.as_float32(head)
         mean = (total / self.num_heads).astype(np.float16)
-        self.arrays["head_mean"][layer] = mean
+        self.chunk_files["head_mean"].write((layer, 0, 0), mean[None])
         self.word_sum[layer], self.word_mean[layer] = word_maps(mean, self.membership)
         if self.with_metrics:
-            for head in range(self.num_heads):
-                self.metrics[layer, head] = metrics.streamed_metrics(a[head], self.layout)
-            self.metrics[layer, self.num_heads] = metrics.streamed_metrics(mean, self.layout)
+            self._metrics(layer, self.num_heads, mean)
+
+    def _metrics(self, layer: int, index: int, a: np.ndarray) -> None:
+        self.metrics[layer, index] = metrics.streamed_metrics(a, self.layout)
 
     def finish(self) -> None:
         word_dims = ("layer", "query_word", "key_word")
@@ -420,29 +425,20 @@ def extract(
     root = _open_partial(tmp, root_attrs)
     done = {p.group for p in inputs if p.group in root and root[p.group].attrs.get("complete")}
     device = next(model.parameters()).device
-    writer = _Writer()
-    writer.start()
-    # numpy's BLAS runs single-threaded meanwhile: the writer's small BLAS calls would
-    # only contend with torch's threads for the cores.
+    # The hook stores each layer before the forward pass goes on (no writer thread: on a
+    # CPU the forward pass keeps every core busy, and a concurrent writer only slows it
+    # down); numpy's BLAS runs single-threaded meanwhile.
     with threadpool_limits(1, user_api="blas"):
-        try:
-            for prompt in tqdm(inputs, desc="attention", unit="prompt", disable=not progress):
-                if prompt.group in done:
-                    continue
-                ids = prompt.annotation.input_ids
-                cosine = input_cosine(model, ids)
-                group = _PromptGroup(root, prompt, cosine, num_layers, num_heads, group_size, with_metrics)
-                writer.submit(group.create)
-
-                def sink(layer: int, attn: torch.Tensor, group: _PromptGroup = group) -> None:
-                    writer.submit(partial(group.add_layer, layer, attn), holds_layer=True)
-
-                with torch.inference_mode(), LayerCapture(model, sink, ready=writer.reserve):
-                    model.model(input_ids=torch.tensor([ids], device=device), use_cache=False)
-                writer.submit(group.finish)
-        finally:
-            writer.stop()
-    writer.check()
+        for prompt in tqdm(inputs, desc="attention", unit="prompt", disable=not progress):
+            if prompt.group in done:
+                continue
+            ids = prompt.annotation.input_ids
+            cosine = input_cosine(model, ids)
+            group = _PromptGroup(root, prompt, cosine, num_layers, num_heads, group_size, with_metrics)
+            group.create()
+            with torch.inference_mode(), LayerCapture(model, group.add_layer):
+                model.model(input_ids=torch.tensor([ids], device=device), use_cache=False)
+            group.finish()
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
