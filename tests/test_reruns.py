@@ -127,7 +127,7 @@ def test_model_changed_runs_everything_for_that_model(finished_run):
         # How a model runs (load options) reruns every job of a variant, not the weights, the
         # prompts or the spectra (always from float32 weights, never batched by prompt).
         pytest.param(f"models.{MODEL}.dtype", "bfloat16", "variant jobs", id="dtype"),
-        pytest.param(f"models.{MODEL}.chat_template", None, "model jobs but prepare", id="chat_template"),
+        pytest.param(f"models.{MODEL}.chat_template", None, "prompt jobs", id="chat_template"),
         pytest.param("generation.batch_size", 1, "variant jobs", id="batch_size"),
         pytest.param("experiments.food-k3.seed", 5, "experiment=food-k3", id="seed"),
         pytest.param("experiments.food-k3.n_targets", 1, "experiment=food-k3", id="n_targets"),
@@ -138,8 +138,9 @@ def test_each_value_reruns_the_jobs_that_read_it(finished_run, key, value, selec
     planned, jobs = run_after(finished_run, set_key(key, value))
     expected = {
         "variant jobs": [job for job in jobs if "variant=" in job[1] and job[0] != "weight_spectra"],
-        "model jobs but prepare": [
-            job for job in having(jobs, f"model={MODEL}") if job[0] != "prepare_model"
+        # The chat template shapes the prompts and all that follows them, not the weights.
+        "prompt jobs": [
+            job for job in having(jobs, f"model={MODEL}") if job[0] not in ("prepare_model", "weight_spectra")
         ],
         "experiment=food-k3": having(jobs, "experiment=food-k3"),
         "theory_checks": having(jobs, rules=("theory_checks",)),
