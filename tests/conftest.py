@@ -4,6 +4,7 @@ embedded SmolLM2 prepared once per session (integration tests only)."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,12 @@ import yaml
 from attnscope import data, models
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def snakemake_command(workdir: Path, *args: str) -> list[str]:
+    """This checkout's workflow run by Snakemake in ``workdir`` (a subprocess command)."""
+    return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args]
+
 
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 import gzip
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
 
-from tests.conftest import REPO
+from tests.conftest import REPO, snakemake_command
 from tests.test_workflow import tiny_config
 
 pytestmark = pytest.mark.integration
@@ -31,8 +30,7 @@ def refused(workdir: Path, config: dict | str, *args: str) -> str:
     text = config if isinstance(config, str) else yaml.safe_dump(config, sort_keys=False)
     (workdir / "config.yaml").write_text(text)
     run = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir)]
-        + ["--cores", "2", *args],
+        snakemake_command(workdir, "--cores", "2", *args),
         capture_output=True,
         text=True,
         timeout=600,

@@ -2,13 +2,12 @@
 
 import copy
 import subprocess
-import sys
 
 import pytest
 import yaml
 
 from attnscope import config as cfg
-from tests.conftest import REPO
+from tests.conftest import REPO, snakemake_command
 
 SCHEMA = REPO / "schemas" / "config.schema.yaml"
 
@@ -142,17 +141,7 @@ def test_snakemake_refuses_a_bad_config_before_any_job(tmp_path):
     config = mutated(["experiments", "animals-k5", "k"], 0)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(REPO / "Snakefile"),
-            "-d",
-            str(tmp_path),
-            "--cores",
-            "1",
-        ],
+        snakemake_command(tmp_path, "--cores", "1"),
         capture_output=True,
         text=True,
         timeout=300,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +20,7 @@ import yaml
 import zarr
 
 from attnscope import io
-from tests.conftest import REPO
+from tests.conftest import snakemake_command
 from tests.test_workflow import snakemake, tiny_config
 
 pytestmark = pytest.mark.integration
@@ -49,10 +48,6 @@ def base_config() -> dict:
     config["generation"] = {"max_new_tokens": 4, "batch_size": 2}
     config["spectra"] = {"variants": ["trained"]}
     return config
-
-
-def snakemake_command(workdir: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args]
 
 
 def run_side_by_side(workdirs: list[Path], config: dict, timeout: float = 1200) -> None:

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 
 import pytest
 import torch
 
 from attnscope import models, resources
-from tests.conftest import REPO, tiny_spec
+from tests.conftest import snakemake_command, tiny_spec
 from tests.test_workflow import tiny_config
 
 SMOLLM2 = {
@@ -146,7 +145,7 @@ def test_cuda_without_gpu_fails_before_any_job(tmp_path):
     config = tiny_config()
     config["models"]["tiny-mistral"]["device"] = "cuda"
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path)]
+    command = snakemake_command(tmp_path)
     run = subprocess.run([*command, "--cores", "2"], capture_output=True, text=True, timeout=300)
     assert run.returncode != 0
     assert "models.tiny-mistral.device: cuda, but torch sees no CUDA GPU on this machine" in run.stderr

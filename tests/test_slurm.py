@@ -13,7 +13,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ import yaml
 
 from attnscope import config as attnscope_config
 from attnscope import resources
-from tests.conftest import REPO
+from tests.conftest import REPO, snakemake_command
 from tests.test_workflow import snakemake, tiny_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
@@ -59,14 +58,8 @@ def cluster() -> None:
 def slurm_snakemake(workdir: Path, *args: str, config: dict, timeout: int = SLURM_RUN_TIMEOUT):
     """Snakemake with the SLURM profile; on timeout it is interrupted, so it cancels its jobs."""
     (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    command = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(REPO / "Snakefile"),
-        "-d",
-        str(workdir),
+    command = snakemake_command(
+        workdir,
         "--workflow-profile",
         str(REPO / "profiles" / "slurm"),
         # The test node has 2 CPUs and jobs take seconds: fewer threads, faster polling.
@@ -75,7 +68,7 @@ def slurm_snakemake(workdir: Path, *args: str, config: dict, timeout: int = SLUR
         "--slurm-init-seconds-before-status-checks",
         "2",
         *args,
-    ]
+    )
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         output, _ = process.communicate(timeout=timeout)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -13,7 +12,7 @@ import yaml
 import zarr
 
 from attnscope import io
-from tests.conftest import REPO
+from tests.conftest import REPO, snakemake_command
 
 pytestmark = pytest.mark.integration
 
@@ -45,18 +44,7 @@ def snakemake(workdir: Path, *args: str, config: dict | None = None) -> str:
     if config is not None:
         (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(REPO / "Snakefile"),
-            "-d",
-            str(workdir),
-            "--cores",
-            "2",
-            *args,
-        ],
+        snakemake_command(workdir, "--cores", "2", *args),
         capture_output=True,
         text=True,
         timeout=900,
