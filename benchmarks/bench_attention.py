@@ -1,12 +1,15 @@
 """Attention capture into Zarr on the embedded model: time, extra peak memory, stored bytes.
 
     python benchmarks/bench_attention.py [--repeats 5] [--shots 3 8] [--memory-shots 8 24]
+        [--stores results/attention]
 
 Time: per prompt (target Ant, k shots), alternating in one run and best of ``--repeats``:
 a plain eager forward of the whole model (the reference), the decoder-only forward that
 the capture runs, the naive way (output_attentions=True, float16, zstd-3 Zarr), the
 streaming capture + Zarr write of the maps (attn, head_mean, word maps, cosine), and the
-full extraction the rule runs (the same plus the streamed metrics of every map).
+full extraction the rule runs (the same plus the streamed metrics of every map). The
+stores are written under benchmarks/out (the disk the workflow writes to), each removed
+before its timed run, as a rule writes a fresh one.
 
 Memory: each mode in a fresh subprocess per prompt length, after a warm-up of the mode
 on a one-shot prompt: the peak resident memory (VmHWM, reset before each run through
@@ -18,7 +21,9 @@ when allocated and unmapped when freed and the resident size follows live memory
 
 Stored bytes: the ``attn`` arrays' bytes on disk over the raw float32 size of all
 attention tensors, and whether every stored float16 value equals float16 of the
-reference. Writes benchmarks/out/attention.json and prints a table.
+reference; the same ratio for the stores of a workflow run (``--stores``, if there),
+whose prompts carry their generated clue. Writes benchmarks/out/attention.json and
+prints the tables.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ import yaml
 import zarr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import best_of, embedded_model_dir, write  # noqa: E402
+from common import OUT, best_of, embedded_model_dir, write  # noqa: E402
 
 from attnscope import attention, data, models, prompts  # noqa: E402
 
@@ -80,9 +85,11 @@ class Runner:
         self.ids = torch.tensor([self.inputs[0].annotation.input_ids])
 
     def store(self, name: str) -> Path:
-        path = self.workdir / f"{name}.zarr"
-        shutil.rmtree(path, ignore_errors=True)
-        return path
+        return self.workdir / f"{name}.zarr"
+
+    def clear(self, mode: str) -> None:
+        """Remove the mode's store of an earlier run (outside the timed region: a rule writes anew)."""
+        shutil.rmtree(self.store(mode), ignore_errors=True)
 
     def run(self, mode: str) -> None:
         if mode == "forward":
@@ -110,6 +117,7 @@ def time_modes(loaded, shots: int, repeats: int, workdir: Path) -> dict:
     runner.run("forward")
     for _ in range(repeats):  # alternate, so every mode sees the same machine load
         for mode in MODES:
+            runner.clear(mode)
             best[mode] = min(best[mode], best_of(1, lambda m=mode: runner.run(m))[0])
     n, config = runner.ids.shape[1], loaded.model.config
     raw32 = config.num_hidden_layers * config.num_attention_heads * n * n * 4
@@ -137,13 +145,13 @@ from pathlib import Path
 import torch
 sys.path.insert(0, {benchmarks!r})
 from bench_attention import Runner, peak_kib, prompt_table
-from common import embedded_model_dir
+from common import OUT, embedded_model_dir
 from attnscope import models
 
 torch.set_num_threads({threads})
 loaded = models.load_model(embedded_model_dir())
 peaks = {{"forward_decoder": [], {mode!r}: []}}
-with tempfile.TemporaryDirectory() as tmp:
+with tempfile.TemporaryDirectory(dir=OUT) as tmp:
     runner = Runner(loaded, prompt_table(loaded.tokenizer, {shots}), Path(tmp))
     Runner(loaded, prompt_table(loaded.tokenizer, 1), Path(tmp)).run({mode!r})  # warm-up
     for _ in range({repeats}):
@@ -198,6 +206,29 @@ def memory(shots_list: list[int], repeats: int, threads: int, config) -> list[di
     return rows
 
 
+def workflow_stores(root: Path) -> list[dict]:
+    """``attn`` bytes on disk over raw float32 in the stores a workflow run wrote under ``root``
+    (prompts with the generated clue appended, as the rule captures them)."""
+    rows = []
+    for path in sorted(root.glob("*/*/*.zarr")):
+        store = zarr.open_group(path, mode="r")
+        groups = [store[entry["group"]] for entry in store.attrs["prompts"]]
+        shapes = [group["attn"].shape for group in groups if "attn" in group]
+        if shapes:
+            raw32 = sum(4 * int(np.prod(shape)) for shape in shapes)
+            stored = attention.store_bytes(path, "attn")
+            rows.append(
+                {
+                    "store": str(path.relative_to(root)),
+                    "tokens": [shape[-1] for shape in shapes],
+                    "attn_bytes": stored,
+                    "raw_float32_bytes": raw32,
+                    "stored_over_raw_float32": round(stored / raw32, 4),
+                }
+            )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -205,10 +236,14 @@ def main() -> None:
     parser.add_argument("--memory-shots", type=int, nargs="+", default=[8, 24])
     parser.add_argument("--memory-repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--stores", type=Path, default=Path("results/attention"), help="a workflow run's attention stores"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     loaded = models.load_model(embedded_model_dir())
-    with tempfile.TemporaryDirectory() as tmp:
+    OUT.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=OUT) as tmp:  # on the disk the workflow writes to
         timing = [time_modes(loaded, k, args.repeats, Path(tmp)) for k in args.shots]
     mem = memory(args.memory_shots, args.memory_repeats, args.threads, loaded.model.config)
     header = ["k", "tokens", *MODES, "stored / raw f32", "naive zstd-3 / raw f32", "f16 exact"]
@@ -217,6 +252,11 @@ def main() -> None:
         cells = [f"{row['seconds'][m]:.3f} s ({row['ratio_to_forward'][m]:.2f}×)" for m in MODES]
         tail = [row["stored_over_raw_float32"], row["naive_zstd3_over_raw_float32"], row["float16_exact"]]
         print("| " + " | ".join(map(str, [row["shots"], row["tokens"], *cells, *tail])) + " |")
+    stores = workflow_stores(args.stores) if args.stores.is_dir() else []
+    if stores:
+        print(f"\n| store under {args.stores} | tokens | attn bytes / raw f32 |\n|---|---|---|")
+        for row in stores:
+            print(f"| {row['store']} | {row['tokens']} | {row['stored_over_raw_float32']} |")
     header = ["k", "tokens", "mode", "extra peak MiB", "one layer MiB", "extra / layer"]
     print("\n| " + " | ".join(header) + " |\n" + "|---" * len(header) + "|")
     for row in mem:
@@ -228,6 +268,7 @@ def main() -> None:
             "repeats": args.repeats,
             "timing": timing,
             "memory": mem,
+            "workflow_stores": stores,
             "memory_method": "peak RSS (VmHWM, reset through /proc/self/clear_refs) of the mode minus "
             "that of a plain decoder forward of the same prompt, alternating in a fresh process after "
             "a warm-up of the mode on a one-shot prompt; the larger peak of --memory-repeats runs each; "

@@ -130,11 +130,13 @@ def test_head_mean_and_cosine_are_what_the_docs_say(llama_store, tiny_llama):
 
 
 def test_chunk_files_are_the_bytes_zarr_writes(llama_store, tmp_path):
-    """The layer chunks written straight into the store equal zarr's own encoding of the same data."""
+    """Every chunk written straight into the store equals zarr's own encoding of the same data."""
     path, _ = llama_store
     group = zarr.open_group(path, mode="r")["000"]
     copy = zarr.open_group(tmp_path / "copy.zarr", mode="w")
-    for name in ("attn", "head_mean"):
+    names = sorted(group.array_keys())
+    assert names == ["attn", "cosine", "head_mean", "metrics", "word_attn_mean_query", "word_attn_sum"]
+    for name in names:
         source = group[name]
         again = copy.create_array(
             name,
@@ -144,12 +146,33 @@ def test_chunk_files_are_the_bytes_zarr_writes(llama_store, tmp_path):
             filters=source.filters,
             compressors=source.compressors,
             fill_value=0,
+            chunk_key_encoding=source.metadata.chunk_key_encoding,
         )
         again[...] = source[...]
-        for chunk in (Path(path) / "000" / name / "c").rglob("*"):
-            if chunk.is_file():
-                relative = chunk.relative_to(Path(path) / "000")
-                assert chunk.read_bytes() == (tmp_path / "copy.zarr" / relative).read_bytes(), relative
+        chunks = sorted((Path(path) / "000" / name).glob("c.*"))
+        assert len(chunks) == np.prod(source.cdata_shape), name  # one file per chunk, no directories
+        for chunk in chunks:
+            relative = chunk.relative_to(Path(path) / "000")
+            assert chunk.read_bytes() == (tmp_path / "copy.zarr" / relative).read_bytes(), relative
+
+
+def test_attn_chunks_are_layers_until_the_chunk_cap(tiny_llama, sample_clues, tmp_path, monkeypatch):
+    """One chunk holds a layer's heads; above CHUNK_BYTES fewer heads, with the same values."""
+    model, tokenizer = tiny_llama
+    table = prompt_table(tokenizer, sample_clues, targets=["Fox"])
+
+    def attn(name: str) -> zarr.Array:
+        return zarr.open_group(extract(model, tokenizer, table, tmp_path / name), mode="r")["000"]["attn"]
+
+    whole = attn("whole.zarr")
+    num_layers, num_heads, n, _ = whole.shape
+    assert whole.chunks == (1, num_heads, n, n)
+    monkeypatch.setattr(attention, "CHUNK_BYTES", 2 * 2 * n * n)  # two float16 heads
+    split = attn("split.zarr")
+    assert split.chunks == (1, 2, n, n)
+    files = list((tmp_path / "split.zarr" / "000" / "attn").glob("c.*"))
+    assert len(files) == num_layers * -(-num_heads // 2)
+    np.testing.assert_array_equal(split[...], whole[...])
 
 
 def test_heads_are_kept_only_for_the_chosen_targets(llama_store):

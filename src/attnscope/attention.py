@@ -67,18 +67,20 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("attnscope")
 
-STORE_VERSION = 1
+STORE_VERSION = 2
 WORD_SEGMENTS = (prompts.SHOT_WORD, prompts.SHOT_CLUE, prompts.TARGET, prompts.GENERATED)
 CHUNK_BYTES = 16 << 20
 """Largest ``attn`` chunk (long prompts get fewer heads per chunk)."""
 
-# ``attn`` is chunked by KV-head group (the query heads that share one key/value head,
-# written one chunk at a time, so encoding holds a fraction of the layer). Within a chunk
-# the heads of one (query, key) pair lie next to each other, the float16 bytes are
-# shuffled into a high-byte (sign, exponent) and a low-byte (mantissa) plane, then zstd
-# level 1 over 4 MiB blocks: lossless, ~0.19-0.20× the float32 size (docs/attention.md).
+# ``attn`` has one chunk per layer (all heads, fewer for long prompts: ``CHUNK_BYTES``),
+# written in one piece from the hook. Within a chunk the heads of one (query, key) pair lie
+# next to each other, the float16 bytes are shuffled into a high-byte (sign, exponent) and a
+# low-byte (mantissa) plane, then zstd level 1 over 4 MiB blocks: lossless, ~0.19-0.20× the
+# float32 size (docs/attention.md). Chunk keys use "." (``c.{layer}.{head}.0.0``): one
+# directory per array, not one per layer.
 COMPRESSOR = BloscCodec(cname="zstd", clevel=1, shuffle="shuffle", typesize=2, blocksize=4 << 20)
 HEADS_LAST = TransposeCodec(order=(0, 2, 3, 1))
+FLAT_CHUNK_KEYS = {"name": "default", "separator": "."}
 _BLOSC = numcodecs.Blosc(
     cname="zstd", clevel=1, shuffle=numcodecs.Blosc.SHUFFLE, blocksize=4 << 20, typesize=2
 )
@@ -229,18 +231,21 @@ class _ChunkFiles:
             raise TypeError(f"attention stores are written to a local directory, not {store}")
         self.root = Path(store.root) / array.store_path.path
         self.metadata = array.metadata
+        self.dtype = np.dtype(array.dtype).newbyteorder("<")
         self.chunks = tuple(array.chunks)
         transpose = [c for c in array.metadata.codecs if isinstance(c, TransposeCodec)]
         self.order = tuple(transpose[0].order) if transpose else None
         self.dirs: set[Path] = set()
 
-    def write(self, coords: tuple[int, ...], data: np.ndarray) -> None:
-        data = data.astype("<f2", copy=False)
-        if data.shape != self.chunks:
-            data = np.pad(data, [(0, c - s) for c, s in zip(self.chunks, data.shape)])
+    def write(self, coords: tuple[int, ...], data: torch.Tensor) -> None:
+        """Encode and write the chunk at ``coords``: values of the array's dtype in array order."""
+        if tuple(data.shape) != self.chunks:
+            padded = data.new_zeros(self.chunks)
+            padded[tuple(slice(0, s) for s in data.shape)] = data
+            data = padded
         if self.order is not None:
-            data = data.transpose(self.order)
-        encoded = _BLOSC.encode(np.ascontiguousarray(data))
+            data = data.permute(self.order)
+        encoded = _BLOSC.encode(np.asarray(data.contiguous().numpy(), dtype=self.dtype))
         path = self.root / self.metadata.encode_chunk_key(coords)
         if path.parent not in self.dirs:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -258,13 +263,11 @@ class _PromptGroup:
         cosine: np.ndarray,
         num_layers: int,
         num_heads: int,
-        group_size: int,
         with_metrics: bool = True,
     ):
         ann = prompt.annotation
         self.root, self.prompt = root, prompt
         self.num_layers, self.num_heads, self.with_metrics = num_layers, num_heads, with_metrics
-        self.heads_per_chunk = group_size
         self.cosine = cosine.astype(np.float16)
         self.layout = metrics.MapLayout(
             np.asarray(ann.token_shot), np.asarray(ann.token_segment), self.cosine
@@ -274,18 +277,23 @@ class _PromptGroup:
         self.word_sum = np.zeros((num_layers, n_words, n_words), np.float32)
         self.word_mean = np.zeros_like(self.word_sum)
         self.metrics = np.full((num_layers, num_heads + 1, len(metrics.STREAMED)), np.nan)
-        self.arrays: dict[str, zarr.Array] = {}
 
     def create(self) -> None:
+        """Create the group and all its arrays; the chunks are written as the layers come."""
         n = len(self.prompt.annotation.input_ids)
         if self.prompt.group in self.root:
             del self.root[self.prompt.group]
         group = self.root.create_group(self.prompt.group, attributes=self._attributes())
-        self.heads_per_chunk = max(1, min(self.heads_per_chunk, CHUNK_BYTES // (2 * n * n)))
+        self.heads_per_chunk = max(1, min(self.num_heads, CHUNK_BYTES // (2 * n * n)))
+        word_dims = ("layer", "query_word", "key_word")
         specs = {
             "head_mean": ((self.num_layers, n, n), (1, n, n), "float16", ("layer", "query", "key")),
-            "cosine": ((n, n), (n, n), "float16", ("query", "key")),
+            "word_attn_sum": (self.word_sum.shape, None, "float32", word_dims),
+            "word_attn_mean_query": (self.word_mean.shape, None, "float32", word_dims),
+            "cosine": ((n, n), None, "float16", ("query", "key")),
         }
+        if self.with_metrics:
+            specs["metrics"] = (self.metrics.shape, None, "float64", ("layer", "map", "metric"))
         if self.prompt.keep_heads:
             specs["attn"] = (
                 (self.num_layers, self.num_heads, n, n),
@@ -293,60 +301,65 @@ class _PromptGroup:
                 "float16",
                 ("layer", "head", "query", "key"),
             )
-        for name, (shape, chunks, dtype, dims) in specs.items():
-            self.arrays[name] = group.create_array(
-                name,
-                shape=shape,
-                chunks=chunks,
-                dtype=dtype,
-                filters=[HEADS_LAST] if name == "attn" else None,
-                compressors=COMPRESSOR,
-                fill_value=0,
-                dimension_names=dims,
-            )
-        self.arrays["cosine"][...] = self.cosine
         self.chunk_files = {
-            name: _ChunkFiles(self.arrays[name]) for name in ("attn", "head_mean") if name in self.arrays
+            name: _ChunkFiles(
+                group.create_array(
+                    name,
+                    shape=shape,
+                    chunks=chunks or shape,
+                    dtype=dtype,
+                    filters=[HEADS_LAST] if name == "attn" else None,
+                    compressors=COMPRESSOR,
+                    fill_value=0,
+                    chunk_key_encoding=FLAT_CHUNK_KEYS,
+                    dimension_names=dims,
+                )
+            )
+            for name, (shape, chunks, dtype, dims) in specs.items()
         }
+        self.chunk_files["cosine"].write((0, 0), torch.from_numpy(self.cosine))
         self.group = group
 
     def add_layer(self, layer: int, attn: torch.Tensor) -> None:
-        """Store one layer's maps [head, query, key] float16 and compute what derives from them."""
-        a = attn.numpy()
+        """Store one layer's maps [head, query, key] float16 and compute what derives from them.
+
+        The transpose, the head mean and the casts run in torch (vectorised, on the
+        forward pass's threads); the metrics in numpy, one map at a time.
+        """
         if self.prompt.keep_heads:
             g = self.heads_per_chunk
             for head in range(0, self.num_heads, g):
-                self.chunk_files["attn"].write((layer, head // g, 0, 0), a[None, head : head + g])
-        self._head_mean(layer, a)
+                self.chunk_files["attn"].write((layer, head // g, 0, 0), attn[None, head : head + g])
+        mean = self._head_mean(layer, attn)
         if self.with_metrics:
+            a = attn.numpy()
             for head in range(self.num_heads):
                 self._metrics(layer, head, a[head])
-
-    def _head_mean(self, layer: int, a: np.ndarray) -> None:
-        total = np.zeros(a.shape[1:], np.float32)
-        for head in a:  # one head at a time, through the float16 lookup table: no layer-sized copy
-            total += metrics.as_float32(head)
-        mean = (total / self.num_heads).astype(np.float16)
-        self.chunk_files["head_mean"].write((layer, 0, 0), mean[None])
-        self.word_sum[layer], self.word_mean[layer] = word_maps(mean, self.membership)
-        if self.with_metrics:
             self._metrics(layer, self.num_heads, mean)
+
+    def _head_mean(self, layer: int, attn: torch.Tensor) -> np.ndarray:
+        """Store float16 of the float32 mean over heads (summed in head order) and its word maps."""
+        total = attn[0].float()
+        for head in attn[1:]:
+            total += head
+        mean = (total / self.num_heads).to(torch.float16)
+        self.chunk_files["head_mean"].write((layer, 0, 0), mean[None])
+        self.word_sum[layer], self.word_mean[layer] = word_maps(mean.float().numpy(), self.membership)
+        return mean.numpy()
 
     def _metrics(self, layer: int, index: int, a: np.ndarray) -> None:
         self.metrics[layer, index] = metrics.streamed_metrics(a, self.layout)
 
     def finish(self) -> None:
-        word_dims = ("layer", "query_word", "key_word")
-        for name, data, dims in [
-            ("word_attn_sum", self.word_sum, word_dims),
-            ("word_attn_mean_query", self.word_mean, word_dims),
-            ("metrics", self.metrics, ("layer", "map", "metric")),
-        ]:
-            if name == "metrics" and not self.with_metrics:
-                continue
-            self.group.create_array(
-                name, data=data, chunks=data.shape, compressors=COMPRESSOR, dimension_names=dims
-            )
+        """Write the whole-prompt arrays and mark the group complete."""
+        arrays = {
+            "word_attn_sum": self.word_sum,
+            "word_attn_mean_query": self.word_mean,
+            "metrics": self.metrics,
+        }
+        for name, data in arrays.items():
+            if name in self.chunk_files:
+                self.chunk_files[name].write((0,) * data.ndim, torch.from_numpy(data))
         self.group.attrs["complete"] = True
 
     def _attributes(self) -> dict[str, Any]:
@@ -434,7 +447,7 @@ def extract(
                 continue
             ids = prompt.annotation.input_ids
             cosine = input_cosine(model, ids)
-            group = _PromptGroup(root, prompt, cosine, num_layers, num_heads, group_size, with_metrics)
+            group = _PromptGroup(root, prompt, cosine, num_layers, num_heads, with_metrics)
             group.create()
             with torch.inference_mode(), LayerCapture(model, group.add_layer):
                 model.model(input_ids=torch.tensor([ids], device=device), use_cache=False)
