@@ -2,12 +2,12 @@
 
 import zarr
 
-from attnscope import attention, io, metrics
+from attnscope import io, metrics
 
 log = io.setup_script_logging(snakemake.log[0])
 epsilon = snakemake.params.epsilon
 store = zarr.open_group(snakemake.input.store, mode="r").attrs
-table = attention.metrics_table(snakemake.input.store, epsilon)
+table = metrics.metrics_table(snakemake.input.store, epsilon)
 summary = metrics.summarize(table)
 meta = {
     "config_digest": io.config_digest(epsilon, store["config_digest"]),

@@ -2,12 +2,12 @@
 
 import pandas as pd
 
-from attnscope import generation, io
+from attnscope import io, report
 
 log = io.setup_script_logging(snakemake.log[0])
 clues = pd.read_parquet(snakemake.input.clues)
 meta = io.read_parquet_metadata(snakemake.input.clues)
-table = generation.thesis_table(clues)
+table = report.thesis_table(clues)
 io.write_text(table.to_csv(index=False), snakemake.output.csv)
 title = (
     f"Generated clues ({clues['k'].iloc[0]} shots), {meta['model']} / {meta['variant']}, "

@@ -243,7 +243,7 @@ def test_stored_metrics_are_the_metrics_of_the_stored_maps(llama_store):
 
 def test_metrics_table_rows_and_spectral_ranks(llama_store, tiny_llama):
     path, _ = llama_store
-    table = attention.metrics_table(path, epsilon=0.1, progress=False)
+    table = metrics.metrics_table(path, epsilon=0.1, progress=False)
     num_layers, num_heads = 2, 6
     assert len(table) == 2 * num_layers * (num_heads + 1)
     assert list(table.columns[-len(metrics.METRICS) :]) == list(metrics.METRICS)

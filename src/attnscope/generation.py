@@ -194,17 +194,3 @@ def summarize(clues: pd.DataFrame) -> dict[str, float | int]:
         "mean_sentence_chrf": float(with_reference["chrf"].mean()) if len(with_reference) else None,
         "corpus_chrf": corpus_chrf,
     }
-
-
-def thesis_table(clues: pd.DataFrame) -> pd.DataFrame:
-    """The thesis's table A.1-A.3 layout: word and generated clue, plus reference and checks."""
-    return pd.DataFrame(
-        {
-            "Word": clues["target"],
-            "Generated Clue": clues["clue"],
-            "Reference Clue": clues["reference_clue"],
-            "Ended with #": clues["format_ok"],
-            "Answer leaked": clues["answer_leak"],
-            "chrF": clues["chrf"].round(1),
-        }
-    )

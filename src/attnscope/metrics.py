@@ -34,12 +34,15 @@ cheap: float16 maps are read through lookup tables over their 65 536 bit pattern
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import zarr
 from scipy.stats import rankdata
+from tqdm.auto import tqdm
 
 from attnscope.io import markdown_table
 from attnscope.prompts import GENERATED, TARGET
@@ -301,3 +304,40 @@ def summary_markdown(summary: pd.DataFrame, title: str) -> str:
         f"# {title}\n\nHead-mean maps, mean ± std over {n_prompts} prompts per layer "
         "(docs/attention.md defines the metrics).\n\n" + markdown_table(wide)
     )
+
+
+def metrics_table(path: str | os.PathLike, epsilon: float = 0.1, progress: bool = True) -> pd.DataFrame:
+    """An attention store's metrics, one row per prompt × layer × head (``head`` -1: the head mean).
+
+    The streamed metrics come from each group's ``metrics`` array; the spectral ranks are
+    computed here from the stored maps: ``head_mean`` of every prompt and ``attn`` of the
+    prompts that keep their heads (NaN for the other prompts' heads).
+    """
+    root = zarr.open_group(path, mode="r")
+    num_heads, kv_head = root.attrs["num_heads"], root.attrs["kv_head"]
+    frames = []
+    for entry in tqdm(root.attrs["prompts"], desc="spectra", unit="prompt", disable=not progress):
+        group = root[entry["group"]]
+        streamed = group["metrics"][...]
+        num_layers = streamed.shape[0]
+        spectral = np.full((num_layers, num_heads + 1, len(SPECTRAL)), np.nan)
+        for layer in range(num_layers):
+            spectral[layer, num_heads] = spectral_ranks(group["head_mean"][layer], epsilon)
+            if "attn" in group:
+                heads = group["attn"][layer]
+                for head in range(num_heads):
+                    spectral[layer, head] = spectral_ranks(heads[head], epsilon)
+        values = np.concatenate([streamed, spectral], axis=2)
+        layers, maps = np.meshgrid(np.arange(num_layers), np.arange(num_heads + 1), indexing="ij")
+        heads = np.where(maps == num_heads, HEAD_MEAN, maps).ravel()
+        frame = pd.DataFrame(values.reshape(-1, values.shape[2]), columns=list(METRICS))
+        frame.insert(0, "prompt_index", group.attrs["prompt_index"])
+        frame.insert(1, "prompt_id", group.attrs["prompt_id"])
+        frame.insert(2, "target", group.attrs["target"])
+        frame.insert(3, "layer", layers.ravel())
+        frame.insert(4, "head", heads)
+        frame.insert(5, "kv_head", [kv_head[h] if h >= 0 else -1 for h in heads])
+        frame.insert(6, "n_tokens", group.attrs["n_tokens"])
+        frame.insert(7, "keep_heads", group.attrs["keep_heads"])
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)

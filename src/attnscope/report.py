@@ -1,5 +1,5 @@
-"""Tables for the HTML report: the clue comparison across variants and self-contained
-HTML pages of tables (the Snakemake report shows HTML results in a frame)."""
+"""Tables for the HTML report: the thesis's clue table, the clue comparison across variants
+and self-contained HTML pages of tables (the Snakemake report shows HTML results in a frame)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,20 @@ tr:nth-child(even) td { background: #fafafa; }
 td.supported { background: #e5f5e0 !important; } td.contradicted { background: #fde0dd !important; }
 td.inconclusive { background: #fff7bc !important; } td.not-measured { background: #eeeeee !important; }
 """
+
+
+def thesis_table(clues: pd.DataFrame) -> pd.DataFrame:
+    """The thesis's table A.1-A.3 layout: word and generated clue, plus reference and checks."""
+    return pd.DataFrame(
+        {
+            "Word": clues["target"],
+            "Generated Clue": clues["clue"],
+            "Reference Clue": clues["reference_clue"],
+            "Ended with #": clues["format_ok"],
+            "Answer leaked": clues["answer_leak"],
+            "chrF": clues["chrf"].round(1),
+        }
+    )
 
 
 def clue_comparison(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
