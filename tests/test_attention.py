@@ -129,35 +129,38 @@ def test_head_mean_and_cosine_are_what_the_docs_say(llama_store, tiny_llama):
     np.testing.assert_array_equal(group["cosine"][...], cosine)
 
 
+def assert_chunks_are_zarrs(group_dir: Path, name: str, copy_dir: Path) -> None:
+    """The array's chunk files equal zarr's own encoding of its data, one file per chunk."""
+    source = zarr.open_array(group_dir / name, mode="r")
+    again = zarr.open_group(copy_dir, mode="a").create_array(
+        name,
+        shape=source.shape,
+        chunks=source.chunks,
+        dtype=source.dtype,
+        filters=source.filters,
+        compressors=source.compressors,
+        fill_value=0,
+        chunk_key_encoding=source.metadata.chunk_key_encoding,
+    )
+    again[...] = source[...]
+    chunks = sorted((group_dir / name).glob("c.*"))
+    assert len(chunks) == np.prod(source.cdata_shape), name  # one file per chunk, no directories
+    for chunk in chunks:
+        assert chunk.read_bytes() == (copy_dir / name / chunk.name).read_bytes(), (name, chunk.name)
+
+
 def test_chunk_files_are_the_bytes_zarr_writes(llama_store, tmp_path):
     """Every chunk written straight into the store equals zarr's own encoding of the same data."""
     path, _ = llama_store
-    group = zarr.open_group(path, mode="r")["000"]
-    copy = zarr.open_group(tmp_path / "copy.zarr", mode="w")
-    names = sorted(group.array_keys())
+    names = sorted(zarr.open_group(path, mode="r")["000"].array_keys())
     assert names == ["attn", "cosine", "head_mean", "metrics", "word_attn_mean_query", "word_attn_sum"]
     for name in names:
-        source = group[name]
-        again = copy.create_array(
-            name,
-            shape=source.shape,
-            chunks=source.chunks,
-            dtype=source.dtype,
-            filters=source.filters,
-            compressors=source.compressors,
-            fill_value=0,
-            chunk_key_encoding=source.metadata.chunk_key_encoding,
-        )
-        again[...] = source[...]
-        chunks = sorted((Path(path) / "000" / name).glob("c.*"))
-        assert len(chunks) == np.prod(source.cdata_shape), name  # one file per chunk, no directories
-        for chunk in chunks:
-            relative = chunk.relative_to(Path(path) / "000")
-            assert chunk.read_bytes() == (tmp_path / "copy.zarr" / relative).read_bytes(), relative
+        assert_chunks_are_zarrs(Path(path) / "000", name, tmp_path / "copy.zarr")
 
 
 def test_attn_chunks_are_layers_until_the_chunk_cap(tiny_llama, sample_clues, tmp_path, monkeypatch):
-    """One chunk holds a layer's heads; above CHUNK_BYTES fewer heads, with the same values."""
+    """One chunk holds a layer's heads; above CHUNK_BYTES fewer heads (the last chunk padded),
+    with the same values."""
     model, tokenizer = tiny_llama
     table = prompt_table(tokenizer, sample_clues, targets=["Fox"])
 
@@ -167,11 +170,12 @@ def test_attn_chunks_are_layers_until_the_chunk_cap(tiny_llama, sample_clues, tm
     whole = attn("whole.zarr")
     num_layers, num_heads, n, _ = whole.shape
     assert whole.chunks == (1, num_heads, n, n)
-    monkeypatch.setattr(attention, "CHUNK_BYTES", 2 * 2 * n * n)  # two float16 heads
+    monkeypatch.setattr(attention, "CHUNK_BYTES", 4 * 2 * n * n)  # four float16 heads
+    assert num_heads % 4  # so the last chunk of a layer is an edge chunk, padded
     split = attn("split.zarr")
-    assert split.chunks == (1, 2, n, n)
-    files = list((tmp_path / "split.zarr" / "000" / "attn").glob("c.*"))
-    assert len(files) == num_layers * -(-num_heads // 2)
+    assert split.chunks == (1, 4, n, n)
+    assert split.cdata_shape == (num_layers, -(-num_heads // 4), 1, 1)
+    assert_chunks_are_zarrs(tmp_path / "split.zarr" / "000", "attn", tmp_path / "copy.zarr")
     np.testing.assert_array_equal(split[...], whole[...])
 
 
