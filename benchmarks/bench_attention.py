@@ -1,9 +1,10 @@
 """Attention capture into Zarr on the embedded model: time, extra peak memory, stored bytes.
 
-    python benchmarks/bench_attention.py [--repeats 5] [--shots 3 8] [--memory-shots 8 24]
+    python benchmarks/bench_attention.py [--repeats 15] [--shots 3 8] [--memory-shots 8 24]
         [--stores results/attention]
 
-Time: per prompt (target Ant, k shots), alternating in one run and best of ``--repeats``:
+Time: per prompt (target Ant, k shots), alternating in one run, best of ``--repeats`` and the
+median over the rounds of each round's ratio to the reference (robust to the load drifting):
 a plain eager forward of the whole model (the reference), the decoder-only forward that
 the capture runs, the naive way (output_attentions=True, float16, zstd-3 Zarr), the
 streaming capture + Zarr write of the maps (attn, head_mean, word maps, cosine), and the
@@ -113,12 +114,19 @@ class Runner:
 
 def time_modes(loaded, shots: int, repeats: int, workdir: Path) -> dict:
     runner = Runner(loaded, prompt_table(loaded.tokenizer, shots), workdir)
-    best = dict.fromkeys(MODES, float("inf"))
+    times: dict[str, list[float]] = {mode: [] for mode in MODES}
     runner.run("forward")
     for _ in range(repeats):  # alternate, so every mode sees the same machine load
         for mode in MODES:
             runner.clear(mode)
-            best[mode] = min(best[mode], best_of(1, lambda m=mode: runner.run(m))[0])
+            times[mode].append(best_of(1, lambda m=mode: runner.run(m))[0])
+    best = {mode: min(t) for mode, t in times.items()}
+
+    def pair_ratios(reference: str) -> dict[str, float]:
+        """Median over the rounds of mode time / reference time of the same round (robust to drift)."""
+        ref = np.array(times[reference])
+        return {mode: round(float(np.median(np.array(t) / ref)), 3) for mode, t in times.items()}
+
     n, config = runner.ids.shape[1], loaded.model.config
     raw32 = config.num_hidden_layers * config.num_attention_heads * n * n * 4
     with torch.inference_mode():
@@ -131,6 +139,8 @@ def time_modes(loaded, shots: int, repeats: int, workdir: Path) -> dict:
         "seconds": {mode: round(s, 3) for mode, s in best.items()},
         "ratio_to_forward": {mode: round(s / best["forward"], 3) for mode, s in best.items()},
         "ratio_to_decoder_forward": {mode: round(s / best["forward_decoder"], 3) for mode, s in best.items()},
+        "median_round_ratio_to_forward": pair_ratios("forward"),
+        "median_round_ratio_to_decoder_forward": pair_ratios("forward_decoder"),
         "attn_bytes": attention.store_bytes(workdir / "extract.zarr", "attn"),
         "raw_float32_bytes": raw32,
         "stored_over_raw_float32": round(attention.store_bytes(workdir / "extract.zarr", "attn") / raw32, 4),
@@ -231,7 +241,7 @@ def workflow_stores(root: Path) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--shots", type=int, nargs="+", default=[3, 8])
     parser.add_argument("--memory-shots", type=int, nargs="+", default=[8, 24])
     parser.add_argument("--memory-repeats", type=int, default=3)
@@ -249,9 +259,18 @@ def main() -> None:
     header = ["k", "tokens", *MODES, "stored / raw f32", "naive zstd-3 / raw f32", "f16 exact"]
     print("\n| " + " | ".join(header) + " |\n" + "|---" * len(header) + "|")
     for row in timing:
-        cells = [f"{row['seconds'][m]:.3f} s ({row['ratio_to_forward'][m]:.2f}×)" for m in MODES]
+        forward, decoder = row["ratio_to_forward"], row["ratio_to_decoder_forward"]
+        cells = [f"{row['seconds'][m]:.3f} s ({forward[m]:.2f}× / {decoder[m]:.2f}×)" for m in MODES]
         tail = [row["stored_over_raw_float32"], row["naive_zstd3_over_raw_float32"], row["float16_exact"]]
         print("| " + " | ".join(map(str, [row["shots"], row["tokens"], *cells, *tail])) + " |")
+    print("(best of --repeats; in brackets: over the forward / over the decoder-only forward)")
+    print("\n| k | tokens | reference | " + " | ".join(MODES) + " |\n" + "|---" * (len(MODES) + 3) + "|")
+    for row in timing:
+        for reference in ("forward", "decoder_forward"):
+            ratios = row[f"median_round_ratio_to_{reference}"]
+            cells = [f"{ratios[m]:.2f}×" for m in MODES]
+            print("| " + " | ".join(map(str, [row["shots"], row["tokens"], reference, *cells])) + " |")
+    print("(median over the rounds of each round's ratio)")
     stores = workflow_stores(args.stores) if args.stores.is_dir() else []
     if stores:
         print(f"\n| store under {args.stores} | tokens | attn bytes / raw f32 |\n|---|---|---|")

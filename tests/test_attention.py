@@ -11,6 +11,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import google_crc32c
 import numpy as np
 import pandas as pd
 import pytest
@@ -86,14 +87,23 @@ def test_captured_attention_equals_output_attentions(fixture, request, sample_cl
 
 
 def test_layer_capture_streams_one_layer_at_a_time(tiny_mistral):
+    """The sink gets each layer's probabilities of the first sequence, in layer order, as
+    output_attentions returns them."""
     model, _ = tiny_mistral
     seen = []
-    with torch.inference_mode(), attention.LayerCapture(model, lambda layer, a: seen.append((layer, a))):
-        model(input_ids=torch.arange(1, 9)[None])
+    ids = torch.arange(1, 9)[None]
+    with (
+        torch.inference_mode(),
+        attention.LayerCapture(model, lambda layer, a: seen.append((layer, a.clone()))),
+    ):
+        model(input_ids=ids)
     assert [layer for layer, _ in seen] == [0, 1]
-    assert all(a.dtype == torch.float16 and a.shape == (4, 8, 8) for _, a in seen)
+    reference = reference_attentions(model, ids[0].tolist())
+    for layer, weights in seen:
+        assert weights.dtype == model.dtype and weights.shape == (4, 8, 8)
+        np.testing.assert_array_equal(weights.numpy(), reference[layer])
     with torch.inference_mode():  # the hooks are gone afterwards
-        model(input_ids=torch.arange(1, 9)[None])
+        model(input_ids=ids)
     assert len(seen) == 2
 
 
@@ -129,38 +139,60 @@ def test_head_mean_and_cosine_are_what_the_docs_say(llama_store, tiny_llama):
     np.testing.assert_array_equal(group["cosine"][...], cosine)
 
 
-def assert_chunks_are_zarrs(group_dir: Path, name: str, copy_dir: Path) -> None:
-    """The array's chunk files equal zarr's own encoding of its data, one file per chunk."""
+def inner_chunks(array_dir: Path) -> dict[tuple[int, ...], bytes]:
+    """The encoded inner chunks of a one-shard array, by chunk-grid coordinates, read through
+    the shard index at the end of the file (its crc32c checked)."""
+    array = zarr.open_array(array_dir, mode="r")
+    assert array.cdata_shape == tuple(-(-s // c) for s, c in zip(array.shards, array.chunks))  # one shard
+    shard = (array_dir / ".".join(["c"] + ["0"] * array.ndim)).read_bytes()
+    grid = array.cdata_shape
+    size = 16 * int(np.prod(grid))
+    index_bytes, crc = shard[-4 - size : -4], shard[-4:]
+    assert crc == np.array(google_crc32c.value(index_bytes), dtype="<u4").tobytes()
+    index = np.frombuffer(index_bytes, dtype="<u8").reshape(*grid, 2)
+    return {
+        coords: shard[int(index[coords][0]) : int(index[coords][0] + index[coords][1])]
+        for coords in np.ndindex(*grid)
+        if index[coords][0] != np.iinfo(np.uint64).max
+    }
+
+
+def assert_shards_are_zarrs(group_dir: Path, name: str, copy_dir: Path) -> None:
+    """An array is one shard file whose metadata and encoded inner chunks equal what zarr
+    writes for the same values."""
     source = zarr.open_array(group_dir / name, mode="r")
     again = zarr.open_group(copy_dir, mode="a").create_array(
         name,
         shape=source.shape,
         chunks=source.chunks,
+        shards=source.shards,
         dtype=source.dtype,
         filters=source.filters,
         compressors=source.compressors,
         fill_value=0,
         chunk_key_encoding=source.metadata.chunk_key_encoding,
+        dimension_names=source.metadata.dimension_names,
     )
     again[...] = source[...]
-    chunks = sorted((group_dir / name).glob("c.*"))
-    assert len(chunks) == np.prod(source.cdata_shape), name  # one file per chunk, no directories
-    for chunk in chunks:
-        assert chunk.read_bytes() == (copy_dir / name / chunk.name).read_bytes(), (name, chunk.name)
+    assert source.metadata == again.metadata, name
+    assert sorted(p.name for p in (group_dir / name).iterdir()) == ["c" + ".0" * source.ndim, "zarr.json"]
+    ours, zarrs = inner_chunks(group_dir / name), inner_chunks(copy_dir / name)
+    assert len(ours) == int(np.prod(source.cdata_shape)), name  # every inner chunk written
+    assert ours == zarrs, name
 
 
-def test_chunk_files_are_the_bytes_zarr_writes(llama_store, tmp_path):
-    """Every chunk written straight into the store equals zarr's own encoding of the same data."""
+def test_arrays_are_the_shards_zarr_writes(llama_store, tmp_path):
+    """Every array written straight into the store equals zarr's own encoding of the same data."""
     path, _ = llama_store
     names = sorted(zarr.open_group(path, mode="r")["000"].array_keys())
     assert names == ["attn", "cosine", "head_mean", "metrics", "word_attn_mean_query", "word_attn_sum"]
     for name in names:
-        assert_chunks_are_zarrs(Path(path) / "000", name, tmp_path / "copy.zarr")
+        assert_shards_are_zarrs(Path(path) / "000", name, tmp_path / "copy.zarr")
 
 
 def test_attn_chunks_are_layers_until_the_chunk_cap(tiny_llama, sample_clues, tmp_path, monkeypatch):
-    """One chunk holds a layer's heads; above CHUNK_BYTES fewer heads (the last chunk padded),
-    with the same values."""
+    """One inner chunk holds a layer's heads; above CHUNK_BYTES fewer heads (the last chunk
+    padded), with the same values."""
     model, tokenizer = tiny_llama
     table = prompt_table(tokenizer, sample_clues, targets=["Fox"])
 
@@ -175,7 +207,7 @@ def test_attn_chunks_are_layers_until_the_chunk_cap(tiny_llama, sample_clues, tm
     split = attn("split.zarr")
     assert split.chunks == (1, 4, n, n)
     assert split.cdata_shape == (num_layers, -(-num_heads // 4), 1, 1)
-    assert_chunks_are_zarrs(tmp_path / "split.zarr" / "000", "attn", tmp_path / "copy.zarr")
+    assert_shards_are_zarrs(tmp_path / "split.zarr" / "000", "attn", tmp_path / "copy.zarr")
     np.testing.assert_array_equal(split[...], whole[...])
 
 

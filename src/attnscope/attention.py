@@ -2,14 +2,15 @@
 
 One forward pass per prompt through the decoder stack (eager attention, no LM head).
 A forward hook on every layer's self-attention casts that layer's probabilities
-``[head, query, key]`` to float16, moves them to the CPU and stores them before the
-forward pass goes on with the next layer: the per-head maps (for the prompts that keep
-them) and the head mean are encoded chunk by chunk straight into the store's files
-(:class:`_ChunkFiles`, the bytes zarr would write), and the word-level maps and the metrics
-of every map (:mod:`attnscope.metrics`) are computed. Besides the model's own tensors one
-float16 layer copy exists at a time, whatever the number of layers.
+``[head, query, key]`` to float16 on the CPU and stores them before the forward pass goes
+on with the next layer: the per-head maps (for the prompts that keep them) and the head
+mean are encoded chunk by chunk and appended to their arrays' shard files
+(:class:`attnscope.io.ShardWriter`, the bytes zarr would write), and the word-level maps and
+the metrics of every map (:mod:`attnscope.metrics`) are computed. Besides the model's own
+tensors one float16 layer copy exists at a time, whatever the number of layers.
 
-Store (Zarr v3), one group per prompt named by its ``prompt_index`` (``000``, ``001``, ...):
+Store (Zarr v3), one group per prompt named by its ``prompt_index`` (``000``, ``001``, ...),
+each array one shard file:
 
 ============================  =====================================  ==================
 array                         dims                                   dtype
@@ -34,8 +35,9 @@ shots, the target and the generated clue (``WORD_SEGMENTS``):
   word's subwords, so a row is the mean distribution of the query word's tokens.
 
 The store is written to ``.{name}.partial`` next to its final path and renamed into place
-when every prompt is complete. A killed job leaves only the partial store; a rerun with
-the same config digest keeps its finished prompt groups and computes the rest.
+when every prompt is complete; a prompt group's ``zarr.json`` is written after its arrays.
+A killed job leaves only the partial store; a rerun with the same config digest keeps its
+finished prompt groups and computes the rest.
 """
 
 from __future__ import annotations
@@ -45,46 +47,47 @@ import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numcodecs
 import numpy as np
 import pandas as pd
 import torch
 import zarr
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
-from zarr.codecs import BloscCodec, TransposeCodec
-from zarr.storage import LocalStore
+from zarr.codecs import BloscCodec
 
-from attnscope import metrics, prompts, variants
+from attnscope import io, metrics, prompts, variants
 
 if TYPE_CHECKING:
     import xarray as xr
 
 log = logging.getLogger("attnscope")
 
-STORE_VERSION = 2
+STORE_VERSION = 3
 WORD_SEGMENTS = (prompts.SHOT_WORD, prompts.SHOT_CLUE, prompts.TARGET, prompts.GENERATED)
 CHUNK_BYTES = 16 << 20
 """Largest ``attn`` chunk (long prompts get fewer heads per chunk)."""
 
-# ``attn`` has one chunk per layer (all heads, fewer for long prompts: ``CHUNK_BYTES``),
-# written in one piece from the hook. Within a chunk the heads of one (query, key) pair lie
-# next to each other, the float16 bytes are shuffled into a high-byte (sign, exponent) and a
-# low-byte (mantissa) plane, then zstd level 1 over 4 MiB blocks: lossless, ~0.19-0.20× the
-# float32 size (docs/attention.md). Chunk keys use "." (``c.{layer}.{head}.0.0``): one
-# directory per array, not one per layer.
+# Every array of a prompt group is one shard file (``io.ShardWriter``): ``attn`` and
+# ``head_mean`` get one inner chunk per layer (all heads, fewer for long prompts:
+# ``CHUNK_BYTES``), appended from the hook as the layer comes. Inside an ``attn`` chunk the
+# heads of one (query, key) pair lie next to each other (``HEADS_LAST``), the float16 bytes
+# are shuffled into a high-byte (sign, exponent) and a low-byte (mantissa) plane, then zstd
+# level 1 over 4 MiB blocks: lossless, ~0.19-0.20x the float32 size (docs/attention.md).
 COMPRESSOR = BloscCodec(cname="zstd", clevel=1, shuffle="shuffle", typesize=2, blocksize=4 << 20)
-HEADS_LAST = TransposeCodec(order=(0, 2, 3, 1))
-FLAT_CHUNK_KEYS = {"name": "default", "separator": "."}
-_BLOSC = numcodecs.Blosc(
-    cname="zstd", clevel=1, shuffle=numcodecs.Blosc.SHUFFLE, blocksize=4 << 20, typesize=2
-)
-"""``COMPRESSOR``'s own numcodecs encoder: the per-layer chunks are encoded with it directly."""
+HEADS_LAST = (0, 2, 3, 1)
+DIMENSIONS = {
+    "attn": ("layer", "head", "query", "key"),
+    "head_mean": ("layer", "query", "key"),
+    "word_attn_sum": ("layer", "query_word", "key_word"),
+    "word_attn_mean_query": ("layer", "query_word", "key_word"),
+    "cosine": ("query", "key"),
+    "metrics": ("layer", "map", "metric"),
+}
 
 
 @dataclass
@@ -158,12 +161,14 @@ def word_membership(annotation: prompts.Annotation) -> tuple[np.ndarray, np.ndar
     return words, membership
 
 
-def word_maps(a: np.ndarray, membership: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(sum, mean over query subwords) of a [query, key] map aggregated to [query_word, key_word]."""
-    summed = membership.T @ metrics.as_float32(a) @ membership
-    counts = membership.sum(axis=0)
-    mean_query = np.divide(summed, counts[:, None], out=np.zeros_like(summed), where=counts[:, None] > 0)
-    return summed, mean_query
+def word_maps(a: np.ndarray | torch.Tensor, membership: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sum, mean over query subwords) of a [query, key] map aggregated to [query_word, key_word],
+    in float32 (computed in torch: the capture calls it for every layer inside the forward pass)."""
+    m = torch.from_numpy(membership)
+    summed = m.T @ torch.as_tensor(a).float() @ m
+    counts = m.sum(dim=0)[:, None]
+    mean_query = torch.where(counts > 0, summed / counts.clamp(min=1), 0.0)
+    return summed.numpy(), mean_query.numpy()
 
 
 def input_cosine(model: PreTrainedModel, input_ids: Sequence[int]) -> np.ndarray:
@@ -176,21 +181,14 @@ def input_cosine(model: PreTrainedModel, input_ids: Sequence[int]) -> np.ndarray
 
 
 class LayerCapture:
-    """Forward hooks on every layer's self-attention: ``sink(layer, attn)`` receives the
-    layer's probabilities of the batch's first sequence, [head, query, key] float16 on the CPU.
-
-    ``ready()``, if given, is called before each layer's copy is made: it may block until
-    the consumer has room, so no more copies exist than the consumer allows.
+    """Forward hooks on every layer's self-attention: ``sink(layer, weights)`` receives the
+    layer's probabilities of the batch's first sequence, [head, query, key], as the model
+    computed them (its dtype, on its device), before the forward pass goes on to the next layer.
     """
 
-    def __init__(
-        self,
-        model: PreTrainedModel,
-        sink: Callable[[int, torch.Tensor], None],
-        ready: Callable[[], None] | None = None,
-    ):
+    def __init__(self, model: PreTrainedModel, sink: Callable[[int, torch.Tensor], None]):
         self.modules = variants.attention_modules(model)
-        self.sink, self.ready = sink, ready
+        self.sink = sink
         self.handles: list[torch.utils.hooks.RemovableHandle] = []
 
     def __enter__(self) -> LayerCapture:
@@ -210,47 +208,7 @@ class LayerCapture:
                 f"layer {layer}: the attention module returned no probabilities; load the model "
                 "with attn_implementation='eager' (attnscope.models.load_model does)"
             )
-        if self.ready is not None:
-            self.ready()
-        self.sink(layer, weights[0].detach().to(torch.float16).cpu())
-
-
-class _ChunkFiles:
-    """Whole chunks of one Zarr array, encoded and written straight into its local store.
-
-    The bytes are those zarr writes (the array's transpose codec, little-endian bytes,
-    ``COMPRESSOR``), one file per chunk at the array's chunk key, but without zarr's
-    per-call cost (an event-loop round trip and a codec thread for every chunk), which
-    is most of the write time of a layer's few small chunks. Edge chunks are padded
-    with the fill value (0) to the full chunk shape, as zarr stores them.
-    """
-
-    def __init__(self, array: zarr.Array):
-        store = array.store_path.store
-        if not isinstance(store, LocalStore):
-            raise TypeError(f"attention stores are written to a local directory, not {store}")
-        self.root = Path(store.root) / array.store_path.path
-        self.metadata = array.metadata
-        self.dtype = np.dtype(array.dtype).newbyteorder("<")
-        self.chunks = tuple(array.chunks)
-        transpose = [c for c in array.metadata.codecs if isinstance(c, TransposeCodec)]
-        self.order = tuple(transpose[0].order) if transpose else None
-        self.dirs: set[Path] = set()
-
-    def write(self, coords: tuple[int, ...], data: torch.Tensor) -> None:
-        """Encode and write the chunk at ``coords``: values of the array's dtype in array order."""
-        if tuple(data.shape) != self.chunks:
-            padded = data.new_zeros(self.chunks)
-            padded[tuple(slice(0, s) for s in data.shape)] = data
-            data = padded
-        if self.order is not None:
-            data = data.permute(self.order)
-        encoded = _BLOSC.encode(np.asarray(data.contiguous().numpy(), dtype=self.dtype))
-        path = self.root / self.metadata.encode_chunk_key(coords)
-        if path.parent not in self.dirs:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.dirs.add(path.parent)
-        path.write_bytes(encoded)
+        self.sink(layer, weights[0].detach())
 
 
 class _PromptGroup:
@@ -258,7 +216,7 @@ class _PromptGroup:
 
     def __init__(
         self,
-        root: zarr.Group,
+        store: Path,
         prompt: PromptInput,
         cosine: np.ndarray,
         num_layers: int,
@@ -266,7 +224,7 @@ class _PromptGroup:
         with_metrics: bool = True,
     ):
         ann = prompt.annotation
-        self.root, self.prompt = root, prompt
+        self.directory, self.prompt = store / prompt.group, prompt
         self.num_layers, self.num_heads, self.with_metrics = num_layers, num_heads, with_metrics
         self.cosine = cosine.astype(np.float16)
         self.layout = metrics.MapLayout(
@@ -279,88 +237,69 @@ class _PromptGroup:
         self.metrics = np.full((num_layers, num_heads + 1, len(metrics.STREAMED)), np.nan)
 
     def create(self) -> None:
-        """Create the group and all its arrays; the chunks are written as the layers come."""
+        """Create the per-layer arrays; their chunks come with the layers. The group's own
+        ``zarr.json`` is written last (:meth:`finish`): until then the directory is no group."""
         n = len(self.prompt.annotation.input_ids)
-        if self.prompt.group in self.root:
-            del self.root[self.prompt.group]
-        group = self.root.create_group(self.prompt.group, attributes=self._attributes())
+        if self.directory.exists():
+            shutil.rmtree(self.directory)
         self.heads_per_chunk = max(1, min(self.num_heads, CHUNK_BYTES // (2 * n * n)))
-        word_dims = ("layer", "query_word", "key_word")
-        specs = {
-            "head_mean": ((self.num_layers, n, n), (1, n, n), "float16", ("layer", "query", "key")),
-            "word_attn_sum": (self.word_sum.shape, None, "float32", word_dims),
-            "word_attn_mean_query": (self.word_mean.shape, None, "float32", word_dims),
-            "cosine": ((n, n), None, "float16", ("query", "key")),
-        }
-        if self.with_metrics:
-            specs["metrics"] = (self.metrics.shape, None, "float64", ("layer", "map", "metric"))
+        self.head_mean = self._array("head_mean", (self.num_layers, n, n), (1, n, n), "float16")
+        self.attn = None
         if self.prompt.keep_heads:
-            specs["attn"] = (
-                (self.num_layers, self.num_heads, n, n),
-                (1, self.heads_per_chunk, n, n),
-                "float16",
-                ("layer", "head", "query", "key"),
-            )
-        self.chunk_files = {
-            name: _ChunkFiles(
-                group.create_array(
-                    name,
-                    shape=shape,
-                    chunks=chunks or shape,
-                    dtype=dtype,
-                    filters=[HEADS_LAST] if name == "attn" else None,
-                    compressors=COMPRESSOR,
-                    fill_value=0,
-                    chunk_key_encoding=FLAT_CHUNK_KEYS,
-                    dimension_names=dims,
-                )
-            )
-            for name, (shape, chunks, dtype, dims) in specs.items()
-        }
-        self.chunk_files["cosine"].write((0, 0), torch.from_numpy(self.cosine))
-        self.group = group
+            shape, chunks = (self.num_layers, self.num_heads, n, n), (1, self.heads_per_chunk, n, n)
+            self.attn = self._array("attn", shape, chunks, "float16", order=HEADS_LAST)
 
-    def add_layer(self, layer: int, attn: torch.Tensor) -> None:
-        """Store one layer's maps [head, query, key] float16 and compute what derives from them.
+    def _array(
+        self, name: str, shape: tuple[int, ...], chunks: tuple[int, ...], dtype: str, order=None
+    ) -> io.ShardWriter:
+        return io.ShardWriter(
+            self.directory / name, shape, dtype, chunks, COMPRESSOR, DIMENSIONS[name], order
+        )
 
-        The transpose, the head mean and the casts run in torch (vectorised, on the
-        forward pass's threads); the metrics in numpy, one map at a time.
+    def _write_whole(self, name: str, data: np.ndarray) -> None:
+        array = self._array(name, data.shape, data.shape, data.dtype.name)
+        array.write((0,) * data.ndim, data)
+        array.close()
+
+    def add_layer(self, layer: int, weights: torch.Tensor) -> None:
+        """Store one layer's maps and compute what derives from them, before the forward pass
+        goes on (a writer thread beside the forward pass's threads was measured no faster on
+        CPU: docs/attention.md).
+
+        ``weights`` [head, query, key] is the model's tensor. Its float16 copy is summed over
+        heads in float32, head by head (numpy's order for a mean over an outer axis: the head
+        mean is the mean of the stored values, and no float32 copy of the layer is made), and,
+        for the prompts that keep heads, transposed to heads-last chunk by chunk; the casts,
+        sums and copies run in torch.
         """
-        if self.prompt.keep_heads:
+        a = weights.to(torch.float16).cpu()
+        if self.attn is not None:
             g = self.heads_per_chunk
             for head in range(0, self.num_heads, g):
-                self.chunk_files["attn"].write((layer, head // g, 0, 0), attn[None, head : head + g])
-        mean = self._head_mean(layer, attn)
-        if self.with_metrics:
-            a = attn.numpy()
-            for head in range(self.num_heads):
-                self._metrics(layer, head, a[head])
-            self._metrics(layer, self.num_heads, mean)
-
-    def _head_mean(self, layer: int, attn: torch.Tensor) -> np.ndarray:
-        """Store float16 of the float32 mean over heads (summed in head order) and its word maps."""
-        total = attn[0].float()
-        for head in attn[1:]:
-            total += head
+                heads_last = a[head : head + g].permute(1, 2, 0).contiguous().numpy()
+                self.attn.write((layer, head // g, 0, 0), heads_last[None].transpose(0, 3, 1, 2))
+        total = a[0].float()  # not a.sum(dtype=float32): that casts the whole layer first
+        for head_map in a[1:]:
+            total += head_map
         mean = (total / self.num_heads).to(torch.float16)
-        self.chunk_files["head_mean"].write((layer, 0, 0), mean[None])
-        self.word_sum[layer], self.word_mean[layer] = word_maps(mean.float().numpy(), self.membership)
-        return mean.numpy()
-
-    def _metrics(self, layer: int, index: int, a: np.ndarray) -> None:
-        self.metrics[layer, index] = metrics.streamed_metrics(a, self.layout)
+        self.head_mean.write((layer, 0, 0), mean.numpy()[None])
+        self.word_sum[layer], self.word_mean[layer] = word_maps(mean, self.membership)
+        if self.with_metrics:
+            for head, head_map in enumerate(a.numpy()):
+                self.metrics[layer, head] = metrics.streamed_metrics(head_map, self.layout)
+            self.metrics[layer, self.num_heads] = metrics.streamed_metrics(mean.numpy(), self.layout)
 
     def finish(self) -> None:
-        """Write the whole-prompt arrays and mark the group complete."""
-        arrays = {
-            "word_attn_sum": self.word_sum,
-            "word_attn_mean_query": self.word_mean,
-            "metrics": self.metrics,
-        }
-        for name, data in arrays.items():
-            if name in self.chunk_files:
-                self.chunk_files[name].write((0,) * data.ndim, torch.from_numpy(data))
-        self.group.attrs["complete"] = True
+        """Close the per-layer arrays, write the whole-prompt arrays, then the group (complete)."""
+        for array in (self.head_mean, self.attn):
+            if array is not None:
+                array.close()
+        self._write_whole("cosine", self.cosine)
+        self._write_whole("word_attn_sum", self.word_sum)
+        self._write_whole("word_attn_mean_query", self.word_mean)
+        if self.with_metrics:
+            self._write_whole("metrics", self.metrics)
+        io.write_zarr_group(self.directory, self._attributes())
 
     def _attributes(self) -> dict[str, Any]:
         ann, prompt = self.prompt.annotation, self.prompt
@@ -381,8 +320,14 @@ class _PromptGroup:
             "word_segment": list(ann.word_segment),
             "word_shot": [int(s) for s in ann.word_shot],
             "map_words": [int(w) for w in self.words],
-            "complete": False,
+            "complete": True,
         }
+
+
+@cache
+def _blas() -> ThreadpoolController:
+    """The process's thread pools (found once: the search takes milliseconds)."""
+    return ThreadpoolController()
 
 
 def partial_path(path: str | os.PathLike) -> Path:
@@ -438,16 +383,13 @@ def extract(
     root = _open_partial(tmp, root_attrs)
     done = {p.group for p in inputs if p.group in root and root[p.group].attrs.get("complete")}
     device = next(model.parameters()).device
-    # The hook stores each layer before the forward pass goes on (no writer thread: on a
-    # CPU the forward pass keeps every core busy, and a concurrent writer only slows it
-    # down); numpy's BLAS runs single-threaded meanwhile.
-    with threadpool_limits(1, user_api="blas"):
+    with _blas().limit(limits=1, user_api="blas"):  # numpy's BLAS in the metrics, one map at a time
         for prompt in tqdm(inputs, desc="attention", unit="prompt", disable=not progress):
             if prompt.group in done:
                 continue
             ids = prompt.annotation.input_ids
             cosine = input_cosine(model, ids)
-            group = _PromptGroup(root, prompt, cosine, num_layers, num_heads, with_metrics)
+            group = _PromptGroup(tmp, prompt, cosine, num_layers, num_heads, with_metrics)
             group.create()
             with torch.inference_mode(), LayerCapture(model, group.add_layer):
                 model.model(input_ids=torch.tensor([ids], device=device), use_cache=False)
