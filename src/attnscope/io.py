@@ -188,6 +188,19 @@ def write_zarr_group(directory: str | os.PathLike, attributes: Mapping[str, Any]
     )
 
 
+def blosc_encoder(codec: BloscCodec) -> numcodecs.Blosc:
+    """numcodecs' Blosc with the configuration of zarr's ``codec`` (the encoder zarr runs for it)."""
+    config = codec.to_dict()["configuration"]
+    shuffles = ["noshuffle", "shuffle", "bitshuffle"]  # numcodecs.Blosc's NOSHUFFLE, SHUFFLE, BITSHUFFLE
+    return numcodecs.Blosc(
+        cname=config["cname"],
+        clevel=config["clevel"],
+        shuffle=shuffles.index(config["shuffle"]),
+        blocksize=config["blocksize"],
+        typesize=config["typesize"],
+    )
+
+
 class ShardWriter:
     """A Zarr v3 array written straight into its directory as one shard file, inner chunk by
     inner chunk, as the data comes.
@@ -217,14 +230,7 @@ class ShardWriter:
         self.dtype = np.dtype(dtype).newbyteorder("<")
         self.chunks, self.order = tuple(chunks), order
         self.grid = tuple(-(-s // c) for s, c in zip(shape, chunks))  # inner chunks per shard
-        config = compressor.to_dict()["configuration"]
-        self.encoder = numcodecs.Blosc(
-            cname=config["cname"],
-            clevel=config["clevel"],
-            shuffle={"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}[config["shuffle"]],
-            blocksize=config["blocksize"],
-            typesize=config["typesize"],
-        )
+        self.encoder = blosc_encoder(compressor)
         inner = [{"name": "transpose", "configuration": {"order": list(order)}}] if order else []
         inner += [{"name": "bytes", "configuration": {"endian": "little"}}, compressor.to_dict()]
         sharding = {
