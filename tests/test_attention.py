@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -390,6 +391,31 @@ def test_killed_write_leaves_no_store_and_a_rerun_completes_it(prepared_tiny_mis
     resumed, reference = zarr.open_group(store, mode="r"), zarr.open_group(fresh, mode="r")
     for name in reference.group_keys():
         assert resumed[name].attrs["complete"]
+        for array in reference[name].array_keys():
+            np.testing.assert_array_equal(resumed[name][array][...], reference[name][array][...])
+
+
+def test_an_unfinished_prompt_directory_is_rewritten(tiny_mistral, sample_clues, tmp_path):
+    """A prompt directory without its group zarr.json (a job killed mid-prompt) is not a
+    finished group: the rerun deletes it, stale files included, and computes the prompt again."""
+    model, tokenizer = tiny_mistral
+    table = prompt_table(tokenizer, sample_clues)
+    fresh = extract(model, tokenizer, table, tmp_path / "fresh.zarr")
+    store = tmp_path / "s.zarr"
+    partial = attention.partial_path(store)
+    shutil.copytree(fresh, partial)
+    (partial / "001" / "zarr.json").unlink()
+    shard = partial / "001" / "head_mean" / "c.0.0.0"
+    shard.write_bytes(shard.read_bytes()[:100])  # cut off mid-write
+    (partial / "001" / "stale").mkdir()
+    inputs = attention.prompt_inputs(table, tokenizer)
+    counts = attention.extract(model, inputs, store, {"config_digest": "test"}, progress=False)
+    assert counts == {"computed": 1, "resumed": 1}
+    assert not (store / "001" / "stale").exists()
+    resumed, reference = zarr.open_group(store, mode="r"), zarr.open_group(fresh, mode="r")
+    for name in ("000", "001"):
+        assert resumed[name].attrs.asdict() == reference[name].attrs.asdict()
+        assert sorted(resumed[name].array_keys()) == sorted(reference[name].array_keys())
         for array in reference[name].array_keys():
             np.testing.assert_array_equal(resumed[name][array][...], reference[name][array][...])
 
