@@ -17,6 +17,7 @@ The config is validated (schemas/config.schema.yaml, then cross-checks) before a
   functions shared by several stages are in rules/common.smk.
 """
 
+import sys
 from pathlib import Path
 
 from snakemake.utils import min_version
@@ -34,6 +35,8 @@ for _configfile in workflow.configfiles:
     attnscope_config.check_duplicate_keys(_configfile)
 attnscope_config.validate(config, Path(workflow.basedir, "schemas", "config.schema.yaml"))
 PLAN = attnscope_config.plan(config)
+for _warning in PLAN.warnings:  # also in results/logs/check_targets/ and results/data/targets/
+    print(f"warning: {_warning}", file=sys.stderr)
 
 
 include: "rules/common.smk"

@@ -18,7 +18,6 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import best_of, embedded_model_dir, write  # noqa: E402
 
-from attnscope import config as cfg  # noqa: E402
 from attnscope import data, generation, models, prompts  # noqa: E402
 
 
@@ -34,7 +33,8 @@ def main() -> None:
 
     config = yaml.safe_load(Path("config.yaml").read_text())
     clues, _ = data.import_clues(config["data"]["clue_files"])
-    targets = cfg.read_targets(config["data"]["targets"]["Animals"], "data.targets.Animals")[: args.prompts]
+    path = config["data"]["targets"]["Animals"]
+    targets = data.read_target_list(path, "Animals", "data.targets.Animals").words[: args.prompts]
     loaded = models.load_model(embedded_model_dir())
     table = prompts.build_prompts(
         clues, "animals-k3", {"category": "Animals", "k": 3, "seed": 0}, targets, loaded.tokenizer

@@ -19,6 +19,26 @@ rule import_clues:
         "../scripts/import_clues.py"
 
 
+rule check_targets:
+    input:
+        clues="results/data/clues.parquet",
+        report="results/data/import_report.json",
+    output:
+        report="results/data/targets/{experiment}.json",
+    params:
+        category=lambda wc: config["experiments"][wc.experiment]["category"],
+        targets=lambda wc: PLAN.targets[wc.experiment],
+    log:
+        "results/logs/check_targets/{experiment}.log",
+    benchmark:
+        "results/benchmarks/check_targets/{experiment}.tsv"
+    resources:
+        **fixed_resources(mem_mb=1000, runtime=10),
+    script:
+        "../scripts/check_targets.py"
+
+
 rule data:
     input:
         rules.import_clues.output,
+        expand(rules.check_targets.output.report, experiment=config["experiments"]),

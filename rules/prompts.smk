@@ -11,7 +11,7 @@ rule build_prompts:
     params:
         experiment=prompt_spec,
         targets=lambda wc: PLAN.targets[wc.experiment],
-        system_prompt=config["prompts"]["system_prompt"],
+        prompt_format=lambda wc: PLAN.prompt_formats[wc.experiment],
         chat_template=lambda wc: model_spec(wc)["chat_template"],
     log:
         "results/logs/build_prompts/{model}/{experiment}.log",

@@ -18,14 +18,14 @@ table = prompts.build_prompts(
     p.experiment,
     p.targets,
     tokenizer,
-    system_prompt=p.system_prompt,
+    prompts.PromptFormat(**p.prompt_format),
     max_length=manifest["max_position_embeddings"],
 )
 log.info("%d prompts, %d-%d tokens", len(table), table["n_tokens"].min(), table["n_tokens"].max())
 digest = io.config_digest(
     p.experiment,
     p.targets,
-    p.system_prompt,
+    p.prompt_format,
     p.chat_template,
     io.read_parquet_metadata(snakemake.input.clues)["config_digest"],
     manifest["spec_digest"],

@@ -5,7 +5,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from attnscope import generation, io, models
+from attnscope import generation, io, models, prompts
 
 log = io.setup_script_logging(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
@@ -31,6 +31,7 @@ results = generation.generate(
     list(prompt_table["input_ids"]),
     p.generation["max_new_tokens"],
     p.generation["batch_size"],
+    end_marker=prompts.table_format(prompt_table).end_marker,
 )
 clues = generation.clue_table(prompt_table, results)
 summary = generation.summarize(clues)

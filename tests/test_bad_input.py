@@ -172,22 +172,23 @@ def test_k_larger_than_the_category(tmp_path):
     assert_says(out, "experiments.a.k: category 'Animals' has 74 clues", "Lower k or add clues")
 
 
-def test_target_in_no_clue_file(tmp_path):
-    out = refused_at_parse(tmp_path, one_experiment(targets=["Ant", "Unicorrn"], n_targets=None))
-    assert_says(
-        out,
-        "experiments.a.targets[1]: target word 'Unicorrn' has no clue in any file of data.clue_files",
-        "check its spelling",
-    )
+def test_prompt_format_errors_name_the_key(tmp_path):
+    # A target without a clue is no error (tests/test_own_data.py); a broken format is.
+    out = refused_at_parse(tmp_path, one_experiment(prompts={"shot_user": "Word"}))
+    assert_says(out, "experiments.a.prompts.shot_user: 'Word' must hold the field {word} exactly once")
+    config = one_experiment()
+    config["prompts"] = {"instruction": "Clues for {topic}."}
+    out = refused_at_parse(tmp_path, config)
+    assert_says(out, "prompts.instruction: unknown field(s) ['topic']", "{category}, {k}, {end_marker}")
 
 
-def test_target_list_with_an_unknown_word(tmp_path):
+def test_target_list_in_utf16(tmp_path):
     targets = tmp_path / "animals.txt"
-    targets.write_text("# thesis targets\nAnt\nBeee\n")
+    targets.write_bytes("Animals\nAnt\n".encode("utf-16"))
     config = one_experiment(n_targets=None)
     config["data"]["targets"]["Animals"] = str(targets)
     out = refused_at_parse(tmp_path, config)
-    assert_says(out, f"data.targets.Animals ({targets}:3): target word 'Beee'", "check its spelling")
+    assert_says(out, f"{targets}: UTF-16 text", "fix its path in data.targets.Animals")
 
 
 def test_missing_target_list(tmp_path):

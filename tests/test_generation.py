@@ -101,12 +101,52 @@ def test_postprocess_like_the_thesis(raw, clue):
     assert generation.postprocess(raw) == clue
 
 
+@pytest.mark.parametrize(
+    ("raw", "end_marker", "clue"),
+    [
+        ("hot ||| cold", "|||", "hot"),
+        ("hot # cold|||", "|||", "hot # cold"),
+        (" hot #\nnext", None, "hot #"),
+    ],
+)
+def test_postprocess_with_another_end_marker(raw, end_marker, clue):
+    assert generation.postprocess(raw, end_marker) == clue
+
+
+def test_generation_stops_at_the_formats_end_marker(spread_llama):
+    """A format's own end marker stops generation; the thesis's "#" then does not."""
+    model, tokenizer = spread_llama
+    ids = prompt_ids(tokenizer, ["Ant"])
+    hash_id = tokenizer.convert_tokens_to_ids("#")
+    runs = []
+    for end_marker in ("#", "@@"):
+        handle = force_token_at_step(model, hash_id, step=2)
+        try:
+            run = generation.generate(
+                model, tokenizer, ids, max_new_tokens=6, progress=False, end_marker=end_marker
+            )
+            runs.append(run[0])
+        finally:
+            handle.remove()
+    thesis, other = runs
+    assert thesis.stop_reason == generation.STOP_MARK and len(thesis.generated_ids) == 2
+    assert other.stop_reason != generation.STOP_MARK and len(other.generated_ids) > 2
+    assert other.generated_ids[1] == hash_id and "#" in other.clue
+
+
 def test_length_batches_group_similar_lengths():
     batches = generation.length_batches([5, 1, 9, 2, 7, 3], 2)
     assert batches == [[1, 3], [5, 0], [4, 2]]
 
 
-def test_clue_table_and_summary_scores():
+@pytest.mark.parametrize(
+    ("fmt", "format_ok"),
+    [
+        (prompts.THESIS_FORMAT, [True, False, False]),
+        (prompts.PromptFormat(shot_assistant="{clue}", end_marker=None), [False, False, True]),
+    ],
+)
+def test_clue_table_and_summary_scores(fmt, format_ok):
     table = pd.DataFrame(
         {
             "prompt_index": [0, 1, 2],
@@ -116,6 +156,7 @@ def test_clue_table_and_summary_scores():
             "k": 3,
             "target": ["Ant", "Bee", "Fox"],
             "reference_clue": ["Tiny worker.", None, "Sly and red."],
+            "prompt_format": fmt.to_json(),
         }
     )
     results = [
@@ -124,11 +165,11 @@ def test_clue_table_and_summary_scores():
         generation.Generation([4], "", "", generation.EOS, 0.3),
     ]
     clues = generation.clue_table(table, results)
-    assert clues["format_ok"].tolist() == [True, False, False]
+    assert clues["format_ok"].tolist() == format_ok
     assert clues["answer_leak"].tolist() == [False, True, False]
     assert clues["chrf"][0] == pytest.approx(100.0) and pd.isna(clues["chrf"][1])
     summary = generation.summarize(clues)
-    assert summary["format_compliance"] == pytest.approx(1 / 3)
+    assert summary["format_compliance"] == pytest.approx(sum(format_ok) / 3)
     assert summary["answer_leak_rate"] == pytest.approx(1 / 3)
     assert summary["empty_clue_rate"] == pytest.approx(1 / 3)
     assert summary["with_reference"] == 2

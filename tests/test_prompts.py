@@ -15,37 +15,71 @@ THESIS_SHOTS = [
 ]
 
 
-def thesis_prompt(tokenizer, shots=THESIS_SHOTS, target="Ant", system_prompt=None):
-    text, spans = prompts.render(tokenizer, prompts.conversation("Animals", shots, target, system_prompt))
+# A non-default format: another task's wording, another end marker, a literal brace.
+ANTONYM_FORMAT = prompts.PromptFormat(
+    instruction="Give the antonym of each {category} word in {k} shots, then {end_marker}. Use {{no}} prose.",
+    acknowledgement="Understood.",
+    shot_user="Opposite of: {word}?",
+    shot_assistant="Antonym -> {clue} ||",
+    end_marker="||",
+)
+NO_INSTRUCTION = prompts.PromptFormat(instruction=None)
+FORMATS = [prompts.THESIS_FORMAT, ANTONYM_FORMAT, NO_INSTRUCTION]
+
+
+def thesis_prompt(tokenizer, shots=THESIS_SHOTS, target="Ant", fmt=prompts.THESIS_FORMAT):
+    text, spans = prompts.render(tokenizer, prompts.conversation("Animals", shots, target, fmt))
     return text, prompts.tokenize(tokenizer, text, spans)
 
 
-def test_thesis_example_gives_mistral_common_ids(tiny_mistral):
-    """Chapter 8.1's example prompt tokenizes exactly as mistral_common's v1 tokenizer does."""
+@pytest.mark.parametrize(
+    ("fmt", "instruction", "shot_user", "shot_assistant"),
+    [
+        (
+            prompts.THESIS_FORMAT,
+            # Chapter 8.1's wording, typed out here rather than taken from the code.
+            "You are a crossword clue generator and have to generate a short clue for each input word "
+            "from the category Animals. I will give you a word, and you have to output a brief "
+            "description of the word, which will be engaging and challenging. Just give one answer, "
+            "marking the end with a #.",
+            "Word: {}",
+            "{}#",
+        ),
+        (
+            ANTONYM_FORMAT,
+            "Give the antonym of each Animals word in 3 shots, then ||. Use {no} prose.",
+            "Opposite of: {}?",
+            "Antonym -> {} ||",
+        ),
+    ],
+)
+def test_prompt_gives_mistral_common_ids(tiny_mistral, fmt, instruction, shot_user, shot_assistant):
+    """The prompt tokenizes exactly as mistral_common's v1 tokenizer does, for any format."""
     _, tokenizer = tiny_mistral
-    _, ann = thesis_prompt(tokenizer)
-    messages = [
-        UserMessage(content=prompts.INSTRUCTION.format(category="Animals")),
-        AssistantMessage(content="Ok"),
-    ]
+    _, ann = thesis_prompt(tokenizer, fmt=fmt)
+    messages = [UserMessage(content=instruction), AssistantMessage(content=fmt.acknowledgement)]
     for word, clue in THESIS_SHOTS:
-        messages += [UserMessage(content=f"Word: {word}"), AssistantMessage(content=f"{clue}#")]
-    messages.append(UserMessage(content="Word: Ant"))
+        messages += [
+            UserMessage(content=shot_user.format(word)),
+            AssistantMessage(content=shot_assistant.format(clue)),
+        ]
+    messages.append(UserMessage(content=shot_user.format("Ant")))
     reference = MistralTokenizer.v1().encode_chat_completion(ChatCompletionRequest(messages=messages))
     assert ann.input_ids == reference.tokens
 
 
+@pytest.mark.parametrize("fmt", FORMATS, ids=["thesis", "antonym", "no-instruction"])
 @pytest.mark.parametrize("fixture", ["tiny_mistral", "tiny_llama"])
-def test_segments_cover_exactly_the_parts(fixture, request):
+def test_segments_cover_exactly_the_parts(fixture, fmt, request):
     _, tokenizer = request.getfixturevalue(fixture)
-    text, ann = thesis_prompt(tokenizer)
+    text, ann = thesis_prompt(tokenizer, fmt=fmt)
     for i, (word, clue) in enumerate(THESIS_SHOTS, start=1):
         clue_tokens = [
             t
             for t, s, sh in zip(range(len(ann.tokens)), ann.token_segment, ann.token_shot)
             if s == prompts.SHOT_CLUE and sh == i
         ]
-        # The clue's tokens, decoded together, are exactly the clue (no template, no "#").
+        # The clue's tokens, decoded together, are exactly the clue (no template, no end marker).
         decoded = tokenizer.decode([ann.input_ids[t] for t in clue_tokens]).strip()
         assert decoded == clue
         # Every token whose characters lie inside the clue carries that shot's clue segment.
@@ -66,11 +100,15 @@ def test_segments_cover_exactly_the_parts(fixture, request):
     assert tokenizer.decode([ann.input_ids[t] for t in target_tokens]).strip() == "Ant"
     assert set(ann.token_segment) == {
         prompts.TEMPLATE,
-        prompts.INSTRUCTION_SEGMENT,
         prompts.SHOT_WORD,
         prompts.SHOT_CLUE,
         prompts.TARGET,
-    }
+    } | ({prompts.INSTRUCTION_SEGMENT} if fmt.instruction else set())
+    # The format's literal text ("Word:", "Opposite of:", the end marker) is template.
+    for literal in (fmt.shot_user.split("{")[0].strip(), fmt.end_marker):
+        at = text.index(literal, text.index(THESIS_SHOTS[0][0]) - len(fmt.shot_user))
+        covering = [t for t, (s, e) in enumerate(ann.offsets) if s < at + len(literal) and at < e]
+        assert {ann.token_segment[t] for t in covering} == {prompts.TEMPLATE}, literal
 
 
 @pytest.mark.parametrize("fixture", ["tiny_mistral", "tiny_llama"])
@@ -97,7 +135,7 @@ def test_smollm2_default_system_turn_is_template_and_recorded(tiny_llama):
     first_instruction = ann.token_segment.index(prompts.INSTRUCTION_SEGMENT)
     prefix = tokenizer.decode(ann.input_ids[:first_instruction])
     assert "SmolLM" in prefix and set(ann.token_segment[:first_instruction]) == {prompts.TEMPLATE}
-    explicit, ann2 = thesis_prompt(tokenizer, system_prompt="Be brief.")
+    explicit, ann2 = thesis_prompt(tokenizer, fmt=prompts.PromptFormat(system_prompt="Be brief."))
     assert "SmolLM" not in explicit and "Be brief." in explicit
     assert text.endswith("<|im_start|>assistant\n")
 
@@ -159,3 +197,35 @@ def test_generated_tokens_are_labelled(tiny_llama):
         tokenizer.decode([i for i, w in zip(full.input_ids, full.token_word) if w == semi]).strip()
         == "semi-aquatic"
     )
+
+
+def test_no_instruction_drops_the_acknowledgement_too():
+    roles = [m.role for m in prompts.conversation("Animals", THESIS_SHOTS, "Ant", NO_INSTRUCTION)]
+    assert roles == ["user", "assistant"] * 3 + ["user"]
+    thesis = prompts.conversation("Animals", THESIS_SHOTS, "Ant")
+    assert [p.text for p in thesis[1].parts] == ["Ok"] and len(thesis) == len(roles) + 2
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ({"shot_user": "Word:"}, r"prompts\.shot_user: 'Word:' must hold the field \{word\} exactly once"),
+        ({"shot_assistant": "{clue} {word}#"}, r"shot_assistant: .*found \['\{clue\}', '\{word\}'\]"),
+        ({"instruction": "Clues on {topic}."}, r"prompts\.instruction: unknown field\(s\) \['topic'\]"),
+        ({"instruction": "Use {braces"}, r"prompts\.instruction: .*write a literal brace as \{\{"),
+        ({"end_marker": " "}, r"prompts\.end_marker: must not be blank"),
+        ({"end_marker": "||"}, r"prompts\.end_marker: '\|\|' does not occur in shot_assistant '\{clue\}#'"),
+    ],
+)
+def test_format_errors_name_their_key(override, message):
+    fmt = prompts.resolve_format({}, override)
+    with pytest.raises(ValueError, match=message):
+        prompts.check_format(fmt)
+    prompts.check_format(prompts.resolve_format({}, {}))  # the thesis's format passes
+
+
+def test_resolve_format_applies_config_then_experiment():
+    fmt = prompts.resolve_format({"acknowledgement": "Sure."}, {"instruction": None})
+    assert fmt.acknowledgement == "Sure." and fmt.instruction is None
+    assert fmt.shot_user == prompts.THESIS_FORMAT.shot_user
+    assert prompts.PromptFormat.from_json(fmt.to_json()) == fmt

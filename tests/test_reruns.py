@@ -86,6 +86,11 @@ def set_key(path: str, value):
     return change
 
 
+def prompt_side(jobs) -> list:
+    """Jobs without the target check, which reads only an experiment's category and targets."""
+    return [job for job in jobs if job[0] != "check_targets"]
+
+
 def test_nothing_changed_runs_nothing(finished_run):
     assert planned_jobs(finished_run) == []
 
@@ -104,7 +109,7 @@ def test_one_alpha_added_runs_only_that_variant(finished_run):
 def test_one_k_changed_runs_only_that_experiment(finished_run):
     # Every variant of animals-k2 reruns; food-k3, the model, the clues and the theory checks do not.
     planned, jobs = run_after(finished_run, set_key("experiments.animals-k2.k", 4))
-    assert planned == with_aggregates(having(jobs, "experiment=animals-k2"), jobs)
+    assert planned == with_aggregates(prompt_side(having(jobs, "experiment=animals-k2")), jobs)
     assert not having(planned, "experiment=food-k3", rules=("weight_spectra", "spectra_comparison"))
     assert {wc for rule, wc in planned if rule == "generate_clues"} == {
         f"model={MODEL}, variant={variant}, experiment=animals-k2" for variant in ("trained", "qkscale-a0.5")
@@ -129,9 +134,13 @@ def test_model_changed_runs_everything_for_that_model(finished_run):
         pytest.param(f"models.{MODEL}.dtype", "bfloat16", "variant jobs", id="dtype"),
         pytest.param(f"models.{MODEL}.chat_template", None, "prompt jobs", id="chat_template"),
         pytest.param("generation.batch_size", 1, "variant jobs", id="batch_size"),
-        pytest.param("experiments.food-k3.seed", 5, "experiment=food-k3", id="seed"),
+        pytest.param("experiments.food-k3.seed", 5, "prompts of food-k3", id="seed"),
         pytest.param("experiments.food-k3.n_targets", 1, "experiment=food-k3", id="n_targets"),
         pytest.param("theory.trials", 300, "theory_checks", id="theory"),
+        # The few-shot format: the prompts and all that follows them, of every experiment or,
+        # overridden in one experiment, of that one.
+        pytest.param("prompts.acknowledgement", "Sure.", "prompt jobs", id="prompt_format"),
+        pytest.param("experiments.food-k3.prompts", {"instruction": None}, "prompts of food-k3", id="override"),
     ],
 )
 def test_each_value_reruns_the_jobs_that_read_it(finished_run, key, value, selects):
@@ -143,6 +152,7 @@ def test_each_value_reruns_the_jobs_that_read_it(finished_run, key, value, selec
             job for job in having(jobs, f"model={MODEL}") if job[0] not in ("prepare_model", "weight_spectra")
         ],
         "experiment=food-k3": having(jobs, "experiment=food-k3"),
+        "prompts of food-k3": prompt_side(having(jobs, "experiment=food-k3")),
         "theory_checks": having(jobs, rules=("theory_checks",)),
     }[selects]
     assert planned == with_aggregates(expected, jobs) and planned

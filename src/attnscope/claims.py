@@ -388,7 +388,10 @@ def _more_shots(ev: Evidence, th: Thresholds) -> Result:
     if clues is None or clues.empty:
         return not_measured("no generated clues")
     trained = clues[clues["variant"] == "trained"]
-    by_k = trained.groupby(["category", "k"])["chrf"].mean().reset_index()
+    scored = trained.dropna(subset=["chrf"])  # chrF needs a reference clue
+    if scored.empty:
+        return not_measured("no target has a reference clue in the clue files")
+    by_k = scored.groupby(["category", "k"])["chrf"].mean().reset_index()
     best = by_k.groupby("category")["k"].nunique()
     if best.empty or best.max() < 2:
         return not_measured("fewer than two shot counts k of one category")
@@ -397,8 +400,12 @@ def _more_shots(ev: Evidence, th: Thresholds) -> Result:
     steps = np.diff(curve["chrf"].to_numpy())
     rho = float(pd.Series(curve["k"].to_numpy()).corr(pd.Series(curve["chrf"].to_numpy()), method="spearman"))
     verdict = three_way(rho, bool((steps > 0).all()), rho <= 0)
+    of_category = trained[trained["category"] == category]
+    n_scored = of_category.groupby("k")["chrf"].count()
+    n_all = of_category.groupby("k").size()
     measured = f"{category}: mean chrF " + ", ".join(
-        f"k={k} {c:.3g}" for k, c in zip(curve["k"], curve["chrf"])
+        f"k={k} {c:.3g} ({n_scored[k]} of {n_all[k]} targets with a reference)"
+        for k, c in zip(curve["k"], curve["chrf"])
     )
     return Result(verdict, rho, measured + f"; Spearman(k, chrF) = {rho:.2f}")
 

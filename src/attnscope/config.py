@@ -3,8 +3,8 @@
 The schema (``schemas/config.schema.yaml``) catches unknown keys, wrong types and
 out-of-range values and fills defaults; :func:`plan` then checks what the schema
 cannot (model keys, installed model packages, readable clue files, clue pools large
-enough for k, target lists whose words some clue file knows, variant names) and
-resolves the run: which models, targets and variants each experiment has. Every
+enough for k, readable target lists, prompt formats, variant names) and
+resolves the run: which models, targets, prompt format and variants each experiment has. Every
 error names the config key or file and says what to do. This module must stay cheap
 to import: the Snakefile runs it on every invocation.
 """
@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import yaml
 
-from attnscope import data, variants
+from attnscope import data, prompts, variants
 
 
 class ConfigError(ValueError):
@@ -36,6 +35,8 @@ class Plan:
     targets: dict[str, list[str]] = field(default_factory=dict)
     target_files: dict[str, list[str]] = field(default_factory=dict)
     variants: dict[str, list[str]] = field(default_factory=dict)
+    prompt_formats: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # likely typos in target words
 
 
 def dotted(path: Any) -> str:
@@ -142,19 +143,6 @@ def _installed(key: str, package: str, what: str) -> importlib.metadata.Distribu
         ) from None
 
 
-def read_targets(path: str | Path, key: str) -> list[str]:
-    """One target word per line (blank lines and ``#`` comments skipped)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(
-            f"{key}: cannot read target list {path} ({exc}); fix the path, or list the target words "
-            "under the experiment's targets"
-        ) from exc
-    words = [line.strip() for line in text.splitlines()]
-    return [w for w in words if w and not w.startswith("#")]
-
-
 def plan(config: dict[str, Any]) -> Plan:
     """Cross-check a schema-valid config and resolve models, targets and variants."""
     result = Plan(models=selected_models(config))
@@ -165,17 +153,20 @@ def plan(config: dict[str, Any]) -> Plan:
     except data.ClueImportError as exc:
         raise ConfigError(f"data.clue_files: {exc}") from exc
     pools = {cat: list(group["word"]) for cat, group in clues.groupby("category")}
-    known_words = {w.casefold() for w in clues["word"]}
     for exp_name, spec in config["experiments"].items():
         key = f"experiments.{exp_name}"
         category = spec["category"]
         if category not in pools:
             raise ConfigError(_no_clues(f"{key}.category", category, sorted(pools), report))
         if spec["targets"] is not None:
-            targets, files = list(spec["targets"]), []
+            targets, files = [str(t).strip() for t in spec["targets"]], []
         elif category in config["data"]["targets"]:
             path = config["data"]["targets"][category]
-            targets, files = read_targets(path, f"data.targets.{category}"), [path]
+            try:
+                targets = data.read_target_list(path, category, f"data.targets.{category}").words
+            except data.ClueImportError as exc:
+                raise ConfigError(str(exc)) from exc
+            files = [path]
         else:
             raise ConfigError(
                 f"{key}.targets: no target words; list them here or add data.targets.{category}: <file>"
@@ -187,14 +178,6 @@ def plan(config: dict[str, Any]) -> Plan:
         duplicates = sorted({t for t in targets if [x.casefold() for x in targets].count(t.casefold()) > 1})
         if duplicates:
             raise ConfigError(f"{key}.targets: repeated target words {duplicates}")
-        for i, target in enumerate(targets):
-            if target.casefold() not in known_words:
-                where = (
-                    f"data.targets.{category} ({files[0]}:{_line_of(files[0], target)})"
-                    if files
-                    else f"{key}.targets[{i}]"
-                )
-                raise ConfigError(_unknown_target(where, target, category, report))
         pool = pools[category]
         for target in targets:
             usable = sum(w.casefold() != target.casefold() for w in pool)
@@ -209,6 +192,14 @@ def plan(config: dict[str, Any]) -> Plan:
                 variants.parse(variant)
             except ValueError as exc:
                 raise ConfigError(f"{key}.variants[{i}]: {exc}") from exc
+        fmt = prompts.resolve_format(config["prompts"], spec.get("prompts"))
+        try:
+            prompts.check_format(fmt, f"{key}.prompts" if spec.get("prompts") else "prompts")
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+        result.prompt_formats[exp_name] = asdict(fmt)
+        checked = data.target_report(clues, report["rejections"], category, targets)
+        result.warnings += [f"{key}: {warning}" for warning in checked["warnings"]]
         result.targets[exp_name] = targets
         result.target_files[exp_name] = files
         result.variants[exp_name] = list(dict.fromkeys(spec["variants"]))
@@ -237,23 +228,6 @@ def _no_clues(key: str, category: str, known: list[str], report: dict[str, Any])
         f"{key}: no accepted clues for {category!r}; use one of the categories {others}, or add a clue "
         f"file for {category!r} to data.clue_files"
     )
-
-
-def _unknown_target(where: str, target: str, category: str, report: dict[str, Any]) -> str:
-    """A target word that no clue file knows: most likely a typo."""
-    pattern = re.compile(rf"(?<![^\W_]){re.escape(target.casefold())}(?![^\W_])")
-    rows = [r for r in report["rejections"] if pattern.search(r["text"].casefold())]
-    rejected = f" (rejected rows that mention it: {_rejected(rows)})" if rows else ""
-    return (
-        f"{where}: target word {target!r} has no clue in any file of data.clue_files{rejected}; "
-        f"check its spelling, or add a row '{target};<clue>' to a clue file of category {category!r}"
-    )
-
-
-def _line_of(path: str | Path, word: str) -> int:
-    """The line of a target list that holds ``word``."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    return next(i for i, line in enumerate(lines, start=1) if line.strip() == word)
 
 
 def check_results_dir(path: str | Path = "results", writable: bool = False) -> None:

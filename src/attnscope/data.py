@@ -14,12 +14,13 @@ import io as _io
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from rapidfuzz.distance import DamerauLevenshtein
 
 FORMATS = ("auto", "thesis", "long", "jsonl")
 CLUE_COLUMNS = ["category", "word", "clue", "source_file", "source_line"]
@@ -54,10 +55,13 @@ class Row:
 
 @dataclass
 class Rejection:
+    """A rejected row: where, why, its text, and its word/clue fields where it had any."""
+
     file: str
     line: int
     reason: str
     text: str
+    fields: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -71,8 +75,8 @@ class FileResult:
     rows: list[Row] = field(default_factory=list)
     rejections: list[Rejection] = field(default_factory=list)
 
-    def reject(self, line: int, reason: str, text: str) -> None:
-        self.rejections.append(Rejection(self.path, line, reason, text))
+    def reject(self, line: int, reason: str, text: str, fields: Iterable[str] = ()) -> None:
+        self.rejections.append(Rejection(self.path, line, reason, text, [f.strip() for f in fields]))
 
 
 def category_from_filename(path: str | Path) -> str:
@@ -86,7 +90,9 @@ def answer_in_clue(word: str, clue: str) -> bool:
     return re.search(pattern, clue.casefold()) is not None
 
 
-def decode_lines(path: str, raw: bytes) -> tuple[str, list[tuple[int, str | None, bytes]]]:
+def decode_lines(
+    path: str, raw: bytes, key: str = "data.clue_files"
+) -> tuple[str, list[tuple[int, str | None, bytes]]]:
     """Split ``raw`` into lines and decode them: UTF-8 if the file is UTF-8, else Latin-1.
 
     A file that holds valid multi-byte UTF-8 is UTF-8, and its lines that do not decode
@@ -95,13 +101,13 @@ def decode_lines(path: str, raw: bytes) -> tuple[str, list[tuple[int, str | None
     """
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise ClueImportError(
-            f"{path}: UTF-16 text; clue files must be UTF-8 or Latin-1. Save it as UTF-8 "
-            "(e.g. iconv -f UTF-16 -t UTF-8) or fix its path in data.clue_files"
+            f"{path}: UTF-16 text; text inputs must be UTF-8 or Latin-1. Save it as UTF-8 "
+            f"(e.g. iconv -f UTF-16 -t UTF-8) or fix its path in {key}"
         )
     if b"\x00" in raw:
         raise ClueImportError(
-            f"{path}: binary file (NUL bytes), not a text file of clues; "
-            "point data.clue_files at the clue CSV/JSONL itself (uncompressed, UTF-8 or Latin-1)"
+            f"{path}: binary file (NUL bytes), not a text file; "
+            f"point {key} at the text file itself (uncompressed, UTF-8 or Latin-1)"
         )
     encoding = "utf-8"
     if raw.startswith(b"\xef\xbb\xbf"):
@@ -155,9 +161,9 @@ def _read_bytes(path: str) -> bytes:
 def _accept(result: FileResult, category: str, word: str, clue: str, line: int, text: str) -> None:
     word, clue = word.strip(), clue.strip()
     if not word or not clue:
-        result.reject(line, EMPTY, text)
+        result.reject(line, EMPTY, text, (word, clue))
     elif answer_in_clue(word, clue):
-        result.reject(line, ANSWER_IN_CLUE, text)
+        result.reject(line, ANSWER_IN_CLUE, text, (word, clue))
     else:
         result.rows.append(Row(category, word, clue, line))
 
@@ -192,7 +198,7 @@ def read_thesis(path: str, category: str) -> FileResult:
             continue
         parts = text.split(";")
         if len(parts) != 2:
-            result.reject(number, COLUMN_COUNT, text)
+            result.reject(number, COLUMN_COUNT, text, parts)
             continue
         _accept(result, category, parts[0], parts[1], number, text)
     return result
@@ -230,7 +236,7 @@ def read_long(path: str, category: str | None) -> FileResult:
         elif not any(cell.strip() for cell in row):
             result.reject(number, EMPTY, text)
         elif len(row) != len(header):
-            result.reject(number, COLUMN_COUNT, text)
+            result.reject(number, COLUMN_COUNT, text, row)
         else:
             values = {key: row[i] for key, i in columns.items()}
             _accept_long(result, values, number, category, text)
@@ -324,7 +330,7 @@ def read_jsonl(path: str, category: str) -> FileResult:
                     continue
                 parts = split_clue_line(clue_line)
                 if len(parts) != 2:
-                    result.reject(number, COLUMN_COUNT, where)
+                    result.reject(number, COLUMN_COUNT, where, parts)
                     continue
                 _accept(result, category, parts[0], parts[1], number, where)
     if not parsed_any:
@@ -379,7 +385,9 @@ def import_clues(entries: Iterable[dict[str, Any]]) -> tuple[pd.DataFrame, dict[
         for row in result.rows:
             key = (row.category.casefold(), row.word.casefold())
             if key in seen:
-                result.reject(row.line, DUPLICATE, f"{row.word};{row.clue} (first at {seen[key]})")
+                result.reject(
+                    row.line, DUPLICATE, f"{row.word};{row.clue} (first at {seen[key]})", (row.word, row.clue)
+                )
                 continue
             seen[key] = f"{result.path}:{row.line}"
             rows.append(
@@ -414,3 +422,95 @@ def import_clues(entries: Iterable[dict[str, Any]]) -> tuple[pd.DataFrame, dict[
         "rejections": [r.__dict__ for r in rejections],
     }
     return table, report
+
+
+@dataclass
+class TargetList:
+    """The target words of a text file, with the line each came from."""
+
+    path: str
+    words: list[str]
+    lines: list[int]
+    encoding: str
+    header: bool  # the first line named the category and was skipped
+
+
+def read_target_list(path: str, category: str, key: str) -> TargetList:
+    """One target word per line; blank lines and ``#`` comments skipped.
+
+    A first line equal to the category name (case-insensitive) is a header, as in the
+    thesis's own target files. UTF-8 with or without BOM or Latin-1, any line ending.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ClueImportError(
+            f"{key}: cannot read target list {path} (not a file); fix the path, or list the target words "
+            "under the experiment's targets"
+        )
+    encoding, lines = decode_lines(path, p.read_bytes(), key)
+    words, numbers = [], []
+    for number, text, raw_line in lines:
+        if text is None:
+            raise ClueImportError(
+                f"{path}:{number}: undecodable line {raw_line!r} ({key}); save the file as UTF-8"
+            )
+        word = text.strip()
+        if word and not word.startswith("#"):
+            words.append(word)
+            numbers.append(number)
+    header = bool(words) and words[0].casefold() == category.casefold()
+    if header:
+        words, numbers = words[1:], numbers[1:]
+    return TargetList(path, words, numbers, encoding, header)
+
+
+def closest_words(word: str, candidates: Iterable[str], n: int = 3) -> list[str]:
+    """The candidates a typo away from ``word``, closest first (case-insensitive).
+
+    A typo is one edit (insertion, deletion, substitution or swap of neighbours) in a word
+    of up to five letters, two in a longer one: "Bea" finds Bee and Bear, "Eager" not Early.
+    """
+    folded = word.casefold()
+    limit = 1 if len(folded) <= 5 else 2
+    distances = {c: DamerauLevenshtein.distance(folded, c.casefold()) for c in dict.fromkeys(candidates)}
+    close = sorted((d, c) for c, d in distances.items() if 0 < d <= limit)
+    return [c for _, c in close[:n]]
+
+
+def rows_mentioning(word: str, rejections: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rejected rows whose word or clue field holds ``word`` as a word (never their file name)."""
+    pattern = re.compile(rf"(?<![^\W_]){re.escape(word.casefold())}(?![^\W_])")
+    return [r for r in rejections if any(pattern.search(f.casefold()) for f in r.get("fields", []))]
+
+
+def target_report(
+    clues: pd.DataFrame, rejections: Iterable[dict[str, Any]], category: str, targets: Sequence[str]
+) -> dict[str, Any]:
+    """An experiment's targets: which have a reference clue, and near-miss warnings.
+
+    A target without a clue is normal (the clue files are the shot pool); one whose
+    spelling is close to a clue word of its category, or that a rejected row mentions,
+    is probably a typo and gets a warning, never a refusal.
+    """
+    pool = list(clues.loc[clues["category"] == category, "word"])
+    known = {w.casefold() for w in pool}
+    without = [t for t in targets if t.casefold() not in known]
+    warnings = []
+    for target in without:
+        close = closest_words(target, pool)
+        rejected = rows_mentioning(target, rejections)
+        if close or rejected:
+            message = f"target {target!r} has no clue"
+            if close:
+                message += f"; closest clue words: {', '.join(close)}"
+            if rejected:
+                shown = ", ".join(f"{r['file']}:{r['line']} ({r['reason']})" for r in rejected[:5])
+                message += f"; rejected rows that mention it: {shown}"
+            warnings.append(message)
+    return {
+        "category": category,
+        "targets": len(targets),
+        "with_reference": len(targets) - len(without),
+        "without_reference": without,
+        "warnings": warnings,
+    }

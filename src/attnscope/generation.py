@@ -19,9 +19,9 @@ from tqdm.auto import tqdm
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from attnscope.data import answer_in_clue
-from attnscope.prompts import END_MARK
+from attnscope.prompts import END_MARK, table_format
 
-STOP_MARK = "stop_mark"  # the model wrote "#"
+STOP_MARK = "stop_mark"  # the model wrote the end marker ("#" in the thesis)
 EOS = "eos"  # the model ended its turn
 MAX_NEW_TOKENS = "max_new_tokens"
 
@@ -37,9 +37,11 @@ class Generation:
     seconds: float
 
 
-def postprocess(raw_text: str) -> str:
-    """The thesis's clean-up: text before ``#``, its first line, stripped."""
-    return raw_text.split(END_MARK, 1)[0].strip().split("\n", 1)[0].strip()
+def postprocess(raw_text: str, end_marker: str | None = END_MARK) -> str:
+    """The thesis's clean-up: text before the end marker (``#``), its first line, stripped."""
+    if end_marker is not None:
+        raw_text = raw_text.split(end_marker, 1)[0]
+    return raw_text.strip().split("\n", 1)[0].strip()
 
 
 def stop_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> set[int]:
@@ -62,8 +64,9 @@ def generate_batch(
     tokenizer: PreTrainedTokenizerBase,
     prompts: Sequence[Sequence[int]],
     max_new_tokens: int,
+    end_marker: str | None = END_MARK,
 ) -> list[Generation]:
-    """Greedy-decode left-padded prompts until ``#``, end of turn or ``max_new_tokens``."""
+    """Greedy-decode left-padded prompts until the end marker, end of turn or ``max_new_tokens``."""
     device = model.device
     stop_ids = stop_token_ids(model, tokenizer)
     width = max(len(p) for p in prompts)
@@ -95,7 +98,7 @@ def generate_batch(
                 EOS
                 if token in stop_ids
                 else STOP_MARK
-                if END_MARK in text
+                if end_marker is not None and end_marker in text
                 else MAX_NEW_TOKENS
                 if step + 1 == max_new_tokens
                 else None
@@ -104,7 +107,7 @@ def generate_batch(
                 keep.append(row)
             else:
                 results[index] = Generation(
-                    generated[index], text, postprocess(text), reason, time.perf_counter() - start
+                    generated[index], text, postprocess(text, end_marker), reason, time.perf_counter() - start
                 )
         if not keep:
             break
@@ -125,6 +128,7 @@ def generate(
     max_new_tokens: int,
     batch_size: int = 8,
     progress: bool = True,
+    end_marker: str | None = END_MARK,
 ) -> list[Generation]:
     """Greedy generations for ``prompts`` in input order, batched by length."""
     results: list[Generation | None] = [None] * len(prompts)
@@ -132,7 +136,8 @@ def generate(
     with tqdm(total=len(prompts), desc="generate", unit="prompt", disable=not progress) as bar:
         for batch in batches:
             for index, result in zip(
-                batch, generate_batch(model, tokenizer, [prompts[i] for i in batch], max_new_tokens)
+                batch,
+                generate_batch(model, tokenizer, [prompts[i] for i in batch], max_new_tokens, end_marker),
             ):
                 results[index] = result
             bar.update(len(batch))
@@ -156,7 +161,12 @@ def check_context(prompt_table: pd.DataFrame, max_new_tokens: int, manifest: dic
 
 
 def clue_table(prompt_table: pd.DataFrame, generations: Sequence[Generation]) -> pd.DataFrame:
-    """Per prompt: target, generated clue, raw text, tokens, stop reason and scores."""
+    """Per prompt: target, generated clue, raw text, tokens, stop reason and scores.
+
+    A clue is well-formed (``format_ok``) when it ended at the format's end marker, or,
+    for a format without one, at the end of the turn.
+    """
+    closed_by = STOP_MARK if table_format(prompt_table).end_marker is not None else EOS
     table = prompt_table[
         ["prompt_index", "prompt_id", "experiment", "category", "k", "target", "reference_clue"]
     ].copy()
@@ -165,7 +175,7 @@ def clue_table(prompt_table: pd.DataFrame, generations: Sequence[Generation]) ->
     table["generated_ids"] = [g.generated_ids for g in generations]
     table["n_generated"] = [len(g.generated_ids) for g in generations]
     table["stop_reason"] = [g.stop_reason for g in generations]
-    table["format_ok"] = table["stop_reason"] == STOP_MARK
+    table["format_ok"] = table["stop_reason"] == closed_by
     table["answer_leak"] = [answer_in_clue(t, c) for t, c in zip(table["target"], table["clue"])]
     table["clue_words"] = [len(c.split()) for c in table["clue"]]
     table["chrf"] = [

@@ -1,19 +1,23 @@
-"""Few-shot prompts in the thesis's conversation format, with per-token segments.
+"""Few-shot prompts in a configurable conversation format, with per-token segments.
 
-A prompt is the thesis's conversation (chapter 8.1): the instruction, the
-assistant's "Ok", k shots (user ``Word: {word}``, assistant ``{clue}#``) and the
-target (user ``Word: {target}``), rendered with the model's own chat template and
-generation prompt. Every token gets a segment, a shot number and a word index,
-computed from the tokenizer's character offsets into the rendered text, never from
-string matching on token pieces.
+A prompt is a conversation (the thesis's chapter 8.1 by default): an instruction,
+the assistant's acknowledgement, k shots (user ``Word: {word}``, assistant
+``{clue}#``) and the target (the shot's user turn with the target word), rendered
+with the model's own chat template and generation prompt. The wording is a
+:class:`PromptFormat` (``prompts:`` in config.yaml, overridable per experiment).
+Every token gets a segment, a shot number and a word index, computed from the
+tokenizer's character offsets into the rendered text, never from string matching on
+token pieces.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,15 +26,42 @@ import pandas as pd
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-INSTRUCTION = (
-    "You are a crossword clue generator and have to generate a short clue for each input word "
-    "from the category {category}. I will give you a word, and you have to output a brief "
-    "description of the word, which will be engaging and challenging. Just give one answer, "
-    "marking the end with a #."
-)
-ACKNOWLEDGEMENT = "Ok"
-WORD_LABEL = "Word: "
-END_MARK = "#"
+
+@dataclass(frozen=True)
+class PromptFormat:
+    """The wording of a few-shot conversation (config ``prompts:``; README "Your own task").
+
+    ``instruction`` may use ``{category}``, ``{k}`` and ``{end_marker}``; ``shot_user``
+    must hold ``{word}`` (the target's turn uses it too) and ``shot_assistant``
+    ``{clue}``; ``None`` drops the instruction (and with it the acknowledgement), the
+    acknowledgement, the system turn (then the chat template decides) or the end
+    marker (then generation stops only at the end of the turn).
+    """
+
+    system_prompt: str | None = None
+    instruction: str | None = (
+        "You are a crossword clue generator and have to generate a short clue for each input word "
+        "from the category {category}. I will give you a word, and you have to output a brief "
+        "description of the word, which will be engaging and challenging. Just give one answer, "
+        "marking the end with a {end_marker}."
+    )
+    acknowledgement: str | None = "Ok"
+    shot_user: str = "Word: {word}"
+    shot_assistant: str = "{clue}#"
+    end_marker: str | None = "#"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> PromptFormat:
+        return cls(**json.loads(text))
+
+
+THESIS_FORMAT = PromptFormat()
+FORMAT_KEYS = tuple(f.name for f in fields(PromptFormat))
+INSTRUCTION_FIELDS = ("category", "k", "end_marker")
+END_MARK = THESIS_FORMAT.end_marker
 
 # Token segments. ``template`` is everything the chat template and the prompt format
 # add (role markers, special tokens, a default system turn, "Word:" labels, "#").
@@ -112,21 +143,80 @@ def sample_shots(pool: pd.DataFrame, target: str, k: int, seed: int, category: s
     return candidates.iloc[order].reset_index(drop=True)
 
 
+def resolve_format(base: Mapping[str, Any], override: Mapping[str, Any] | None = None) -> PromptFormat:
+    """The thesis's format with the config's ``prompts:`` keys, then an experiment's, applied."""
+    merged = {**asdict(THESIS_FORMAT), **dict(base), **dict(override or {})}
+    return PromptFormat(**{key: merged[key] for key in FORMAT_KEYS})
+
+
+BRACES = "write a literal brace as {{ or }}"
+
+
+def _fields(key: str, template: str) -> list[str]:
+    """The ``{field}`` names of a template, or an error naming its key."""
+    try:
+        return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+    except ValueError as exc:
+        raise ValueError(f"{key}: {exc} in {template!r} ({BRACES})") from None
+
+
+def check_format(fmt: PromptFormat, key: str = "prompts") -> None:
+    """Refuse a format that cannot be rendered or segmented; the message names the key."""
+    for name, wanted in (("shot_user", "word"), ("shot_assistant", "clue")):
+        found = _fields(f"{key}.{name}", getattr(fmt, name))
+        if found != [wanted]:
+            raise ValueError(
+                f"{key}.{name}: {getattr(fmt, name)!r} must hold the field {{{wanted}}} exactly once and "
+                f"no other field (found {['{' + f + '}' for f in found]}); {BRACES}"
+            )
+    if fmt.instruction is not None:
+        unknown = sorted(set(_fields(f"{key}.instruction", fmt.instruction)) - set(INSTRUCTION_FIELDS))
+        if unknown:
+            raise ValueError(
+                f"{key}.instruction: unknown field(s) {unknown}; the instruction may use "
+                f"{', '.join('{' + f + '}' for f in INSTRUCTION_FIELDS)} ({BRACES})"
+            )
+    if fmt.end_marker is not None:
+        if not fmt.end_marker.strip():
+            raise ValueError(f"{key}.end_marker: must not be blank (null: stop only at the end of the turn)")
+        if fmt.end_marker not in fmt.shot_assistant.replace("{clue}", ""):
+            raise ValueError(
+                f"{key}.end_marker: {fmt.end_marker!r} does not occur in shot_assistant "
+                f"{fmt.shot_assistant!r}, so the shots never show where a clue ends; add it after "
+                "{clue}, or set end_marker: null"
+            )
+
+
+def _parts(template: str, name: str, value: str, segment: str, shot: int) -> list[Part]:
+    """A shot template's literal text as template parts and its one field as ``segment``."""
+    parts = []
+    for literal, field_name, _, _ in string.Formatter().parse(template):
+        if literal:
+            parts.append(Part(literal, TEMPLATE, shot))
+        if field_name == name:
+            parts.append(Part(value, segment, shot))
+    return parts
+
+
 def conversation(
-    category: str, shots: Sequence[tuple[str, str]], target: str, system_prompt: str | None = None
+    category: str,
+    shots: Sequence[tuple[str, str]],
+    target: str,
+    fmt: PromptFormat = THESIS_FORMAT,
 ) -> list[Message]:
-    """The thesis's few-shot conversation as messages made of labelled parts."""
+    """A few-shot conversation in ``fmt`` as messages made of labelled parts."""
     messages = []
-    if system_prompt is not None:
-        messages.append(Message("system", [Part(system_prompt, TEMPLATE)]))
-    messages += [
-        Message("user", [Part(INSTRUCTION.format(category=category), INSTRUCTION_SEGMENT)]),
-        Message("assistant", [Part(ACKNOWLEDGEMENT, INSTRUCTION_SEGMENT)]),
-    ]
+    if fmt.system_prompt is not None:
+        messages.append(Message("system", [Part(fmt.system_prompt, TEMPLATE)]))
+    if fmt.instruction is not None:
+        instruction = fmt.instruction.format(category=category, k=len(shots), end_marker=fmt.end_marker or "")
+        messages.append(Message("user", [Part(instruction, INSTRUCTION_SEGMENT)]))
+        if fmt.acknowledgement is not None:
+            messages.append(Message("assistant", [Part(fmt.acknowledgement, INSTRUCTION_SEGMENT)]))
     for i, (word, clue) in enumerate(shots, start=1):
-        messages.append(Message("user", [Part(WORD_LABEL, TEMPLATE, i), Part(word, SHOT_WORD, i)]))
-        messages.append(Message("assistant", [Part(clue, SHOT_CLUE, i), Part(END_MARK, TEMPLATE, i)]))
-    messages.append(Message("user", [Part(WORD_LABEL, TEMPLATE), Part(target, TARGET)]))
+        messages.append(Message("user", _parts(fmt.shot_user, "word", word, SHOT_WORD, i)))
+        messages.append(Message("assistant", _parts(fmt.shot_assistant, "clue", clue, SHOT_CLUE, i)))
+    messages.append(Message("user", _parts(fmt.shot_user, "word", target, TARGET, 0)))
     return messages
 
 
@@ -255,13 +345,14 @@ def build_prompts(
     spec: dict[str, Any],
     targets: Sequence[str],
     tokenizer: PreTrainedTokenizerBase,
-    system_prompt: str | None = None,
+    fmt: PromptFormat = THESIS_FORMAT,
     max_length: int | None = None,
 ) -> pd.DataFrame:
     """One row per target: shots, rendered text, token ids and per-token labels.
 
-    ``spec`` is the experiment's config (category, k, seed). ``max_length`` (the
-    model's context) bounds the prompt length.
+    ``spec`` is the experiment's config (category, k, seed). A target needs no clue of
+    its own (its ``reference_clue`` is then empty). ``max_length`` (the model's
+    context) bounds the prompt length.
     """
     category, k, seed = spec["category"], spec["k"], spec["seed"]
     pool = clues[clues["category"] == category]
@@ -270,7 +361,7 @@ def build_prompts(
     for index, target in enumerate(targets):
         shots = sample_shots(pool, target, k, seed, category)
         shot_pairs = list(zip(shots["word"], shots["clue"]))
-        text, spans = render(tokenizer, conversation(category, shot_pairs, target, system_prompt))
+        text, spans = render(tokenizer, conversation(category, shot_pairs, target, fmt))
         ann = tokenize(tokenizer, text, spans)
         if max_length is not None and len(ann.input_ids) > max_length:
             raise ValueError(
@@ -291,7 +382,7 @@ def build_prompts(
                 "reference_clue": references.get(target.casefold()),
                 "shot_words": list(shots["word"]),
                 "shot_clues": list(shots["clue"]),
-                "system_prompt": system_prompt,
+                "prompt_format": fmt.to_json(),
                 "text": text,
                 "template_prefix": text[: spans[0].start] if spans else text,
                 "n_tokens": len(ann.input_ids),
@@ -323,3 +414,11 @@ def prompt_annotation(row: dict[str, Any] | pd.Series) -> Annotation:
         list(row["word_segment"]),
         list(row["word_shot"]),
     )
+
+
+def table_format(prompt_table: pd.DataFrame) -> PromptFormat:
+    """The one :class:`PromptFormat` all prompts of a prompt table were built with."""
+    formats = set(prompt_table["prompt_format"])
+    if len(formats) != 1:
+        raise ValueError(f"a prompt table holds {len(formats)} prompt formats; expected one")
+    return PromptFormat.from_json(formats.pop())

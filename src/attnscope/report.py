@@ -20,15 +20,19 @@ td.supported { background: #e5f5e0 !important; } td.contradicted { background: #
 td.inconclusive { background: #fff7bc !important; } td.not-measured { background: #eeeeee !important; }
 """
 
+NO_REFERENCE = "no reference"  # a target without a clue in the clue files; its chrF is empty
+
 
 def thesis_table(clues: pd.DataFrame) -> pd.DataFrame:
-    """The thesis's table A.1-A.3 layout: word and generated clue, plus reference and checks."""
+    """The thesis's table A.1-A.3 layout: word and generated clue, plus reference and checks.
+
+    A target without a reference clue says so, and its chrF is empty (not 0)."""
     return pd.DataFrame(
         {
             "Word": clues["target"],
             "Generated Clue": clues["clue"],
-            "Reference Clue": clues["reference_clue"],
-            "Ended with #": clues["format_ok"],
+            "Reference Clue": clues["reference_clue"].fillna(NO_REFERENCE),
+            "Ended with end marker": clues["format_ok"],
             "Answer leaked": clues["answer_leak"],
             "chrF": clues["chrf"].round(1),
         }
@@ -45,7 +49,10 @@ def clue_comparison(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
         raise ValueError("no clue tables to compare")
     first = next(iter(tables.values())).sort_values("prompt_index")
     out = pd.DataFrame(
-        {"Word": first["target"].to_numpy(), "Reference Clue": first["reference_clue"].to_numpy()}
+        {
+            "Word": first["target"].to_numpy(),
+            "Reference Clue": first["reference_clue"].fillna(NO_REFERENCE).to_numpy(),
+        }
     )
     for variant, table in tables.items():
         by_index = table.set_index("prompt_index")["clue"]
