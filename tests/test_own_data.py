@@ -153,9 +153,8 @@ def test_thesis_shaped_data_end_to_end(tmp_path):
     )
     config["data"] = {"clue_files": [{"path": str(clue_path)}], "targets": {"Animals": str(targets_path)}}
     config["attention"] = {"keep_heads": ["Tapir"]}
-    config["figures"] = {
-        "maps": [{"experiments": ["animals-k3"], "variants": "all", "targets": ["Tapir"], "kinds": ["word_grid"]}]
-    }
+    grid = {"experiments": ["animals-k3"], "variants": "all", "targets": ["Tapir"], "kinds": ["word_grid"]}
+    config["figures"] = {"maps": [grid]}
     out = snakemake(tmp_path, "clues", "attention", "figures", config=config)
     assert "warning:" not in out, "new words are no typos"
     results = tmp_path / "results"

@@ -140,7 +140,9 @@ def test_model_changed_runs_everything_for_that_model(finished_run):
         # The few-shot format: the prompts and all that follows them, of every experiment or,
         # overridden in one experiment, of that one.
         pytest.param("prompts.acknowledgement", "Sure.", "prompt jobs", id="prompt_format"),
-        pytest.param("experiments.food-k3.prompts", {"instruction": None}, "prompts of food-k3", id="override"),
+        pytest.param(
+            "experiments.food-k3.prompts", {"instruction": None}, "prompts of food-k3", id="override"
+        ),
     ],
 )
 def test_each_value_reruns_the_jobs_that_read_it(finished_run, key, value, selects):
