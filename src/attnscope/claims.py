@@ -444,7 +444,9 @@ def _alpha_down_broken(ev: Evidence, th: Thresholds) -> Result:
 
     edited, trained = broken(name), broken("trained")
     verdict = three_way(edited, edited >= th.broken_share and edited > trained, edited <= trained)
-    measured = f"share of clues empty or without the closing '#': {name} {edited:.0%}, trained {trained:.0%}"
+    measured = (
+        f"share of clues empty or without the closing end marker: {name} {edited:.0%}, trained {trained:.0%}"
+    )
     return Result(verdict, edited, measured, f"trained, {name}")
 
 
@@ -555,7 +557,7 @@ CLAIMS = (
         "alpha-down-broken",
         "8.5, 9.1",
         "With α = ½ the model writes empty or broken text",
-        "share of clues that are empty or lack the closing '#'",
+        "share of clues that are empty or lack the closing end marker",
         f"supported ≥ {_T.broken_share:.0%} and above trained; contradicted ≤ trained",
         _alpha_down_broken,
     ),
