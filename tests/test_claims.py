@@ -295,3 +295,19 @@ def test_table_and_markdown():
         and "**supported**" in text
         and "## m (experiment animals-k3)" in text
     )
+
+
+def test_more_shots_uses_only_targets_with_a_reference():
+    """Targets without a reference clue (chrF empty) neither count as 0 nor vanish unsaid."""
+    rows = clue_rows("trained", "animals-k3", 3, 10.0) + clue_rows("trained", "animals-k5", 5, 12.0)
+    rows += clue_rows("trained", "animals-k8", 8, 13.0)
+    # Two targets per k without a reference: read as 0, they would turn the trend around.
+    rows += [{**row, "chrf": np.nan} for row in clue_rows("trained", "animals-k8", 8, 0.0)[:2]]
+    rows += [{**row, "chrf": np.nan} for row in clue_rows("trained", "animals-k3", 3, 0.0)[:2]]
+    table = claims.evaluate(evidence(metrics(), clues=pd.DataFrame(rows)))
+    row = table[table["claim"] == "more-shots"].iloc[0]
+    assert row["verdict"] == claims.SUPPORTED
+    assert "k=3 10 (3 of 5 targets with a reference)" in row["measured"]
+    assert "k=5 12 (3 of 3 targets with a reference)" in row["measured"]
+    no_reference = [{**row, "chrf": np.nan} for row in rows]
+    assert verdict(evidence(metrics(), clues=pd.DataFrame(no_reference)), "more-shots") == claims.NOT_MEASURED
