@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 import torch
 
-from attnscope import generation, prompts
+from attnscope import generation, models, prompts
 from attnscope.models import build_tiny_random
 from tests.conftest import tiny_spec
 
@@ -28,15 +28,25 @@ def spread_llama(tmp_path_factory):
     )
 
 
-@pytest.mark.parametrize("batch_size", [3, 8])
-def test_batched_equals_sequential(spread_llama, batch_size):
+@pytest.mark.parametrize(("batch_size", "share_prefix"), [(3, True), (8, True), (8, False), (1, True)])
+def test_batched_equals_sequential(spread_llama, batch_size, share_prefix):
+    """Batched, behind a shared prefix or not, gives one-prompt-at-a-time's tokens."""
     model, tokenizer = spread_llama
     ids = prompt_ids(tokenizer, ["Ant", "Hippopotamus", "Bee", "Grizzlybear", "Fox", "Koi", "Axolotl"])
     assert len({len(p) for p in ids}) > 2, "prompts of different lengths need padding"
+    assert generation.shared_prefix_length(ids) > 20, "the chat template and instruction are shared"
     batched = generation.generate(
-        model, tokenizer, ids, max_new_tokens=12, batch_size=batch_size, progress=False
+        model,
+        tokenizer,
+        ids,
+        max_new_tokens=12,
+        batch_size=batch_size,
+        progress=False,
+        share_prefix=share_prefix,
     )
-    sequential = generation.generate(model, tokenizer, ids, max_new_tokens=12, batch_size=1, progress=False)
+    sequential = generation.generate(
+        model, tokenizer, ids, max_new_tokens=12, batch_size=1, progress=False, share_prefix=False
+    )
     assert [g.generated_ids for g in batched] == [g.generated_ids for g in sequential]
     assert [g.stop_reason for g in batched] == [g.stop_reason for g in sequential]
     # A reference computed another way: HF's own greedy generate, one prompt at a time. The mask
@@ -75,7 +85,10 @@ def test_stop_reasons(spread_llama, token, reason):
     assert token_id not in free.generated_ids[:3]
     handle = force_token_at_step(model, token_id, step=3)
     try:
-        result = generation.generate(model, tokenizer, ids, max_new_tokens=10, progress=False)[0]
+        # One prompt: no shared prefix, so the hook counts decoding steps only.
+        result = generation.generate(
+            model, tokenizer, ids, max_new_tokens=10, progress=False, share_prefix=False
+        )[0]
     finally:
         handle.remove()
     assert result.stop_reason == reason
@@ -123,7 +136,13 @@ def test_generation_stops_at_the_formats_end_marker(spread_llama):
         handle = force_token_at_step(model, hash_id, step=2)
         try:
             run = generation.generate(
-                model, tokenizer, ids, max_new_tokens=6, progress=False, end_marker=end_marker
+                model,
+                tokenizer,
+                ids,
+                max_new_tokens=6,
+                progress=False,
+                end_marker=end_marker,
+                share_prefix=False,
             )
             runs.append(run[0])
         finally:
@@ -132,6 +151,13 @@ def test_generation_stops_at_the_formats_end_marker(spread_llama):
     assert thesis.stop_reason == generation.STOP_MARK and len(thesis.generated_ids) == 2
     assert other.stop_reason != generation.STOP_MARK and len(other.generated_ids) > 2
     assert other.generated_ids[1] == hash_id and "#" in other.clue
+
+
+def test_shared_prefix_leaves_every_prompt_a_token():
+    assert generation.shared_prefix_length([[1, 2, 3, 4], [1, 2, 5], [1, 2, 3]]) == 2
+    assert generation.shared_prefix_length([[1, 2, 3], [1, 2, 3, 4]]) == 2
+    assert generation.shared_prefix_length([[1, 2, 3]]) == 2
+    assert generation.shared_prefix_length([[7, 2], [1, 2]]) == 0
 
 
 def test_length_batches_group_similar_lengths():
@@ -181,3 +207,22 @@ def test_context_overflow_is_a_clear_error():
     with pytest.raises(ValueError, match="animals-k8.*'Ant'.*4000 tokens.*max_new_tokens=200"):
         generation.check_context(table, 200, {"name": "tiny", "max_position_embeddings": 4096})
     generation.check_context(table, 96, {"name": "tiny", "max_position_embeddings": 4096})
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("k", [3, 8])
+def test_shared_prefix_gives_the_same_clues_on_the_embedded_model(embedded_model_dir, sample_clues, k):
+    """The rule's route (batched behind the shared prefix) equals one prompt at a time, token for token."""
+    loaded = models.load_model(embedded_model_dir)
+    targets = ["Ant", "Bee", "Hippopotamus", "Fox", "Raven", "Tarantula"]
+    table = prompts.build_prompts(
+        sample_clues, f"animals-k{k}", {"category": "Animals", "k": k, "seed": 0}, targets, loaded.tokenizer
+    )
+    ids = list(table["input_ids"])
+    assert generation.shared_prefix_length(ids) >= 50
+    shared = generation.generate(loaded.model, loaded.tokenizer, ids, 24, batch_size=4, progress=False)
+    alone = generation.generate(
+        loaded.model, loaded.tokenizer, ids, 24, batch_size=1, progress=False, share_prefix=False
+    )
+    assert [g.generated_ids for g in shared] == [g.generated_ids for g in alone]
+    assert [g.clue for g in shared] == [g.clue for g in alone]

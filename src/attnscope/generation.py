@@ -1,12 +1,16 @@
 """Greedy clue generation, batched, and the thesis's post-processing and scores.
 
-Prompts are grouped by length (little padding) and left-padded; finished rows leave
-the batch and the KV cache at once, so a batch runs only as long as its unfinished
-rows need. Greedy decoding of a batch gives the same tokens as one prompt at a time.
+All prompts of an experiment begin with the same tokens (chat template, instruction,
+acknowledgement): the KV cache of that shared prefix is computed once and copied into
+every batch. Behind it, each batch's own tokens are grouped by length (little padding)
+and padded on the left of the suffix; finished rows leave the batch and the KV cache at
+once. Greedy decoding gives the same tokens as one prompt at a time without a prefix.
 """
 
 from __future__ import annotations
 
+import copy
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,6 +62,31 @@ def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
+def shared_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
+    """Length of the token prefix all prompts share, leaving each at least one token of its own."""
+    shared = os.path.commonprefix([list(p) for p in prompts])  # works on any sequences, not only paths
+    return max(0, min(len(shared), min(len(p) for p in prompts) - 1))
+
+
+@dataclass
+class Prefix:
+    """The KV cache of the tokens every prompt begins with (batch of one)."""
+
+    ids: list[int]
+    cache: DynamicCache
+
+
+@torch.inference_mode()
+def prefill_prefix(model: PreTrainedModel, ids: Sequence[int]) -> Prefix | None:
+    """Run the shared prefix once; ``None`` if there is none."""
+    if not ids:
+        return None
+    cache = DynamicCache()
+    prefix_ids = torch.tensor([list(ids)], device=model.device)
+    model(input_ids=prefix_ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+    return Prefix(list(ids), cache)
+
+
 @torch.inference_mode()
 def generate_batch(
     model: PreTrainedModel,
@@ -65,16 +94,29 @@ def generate_batch(
     prompts: Sequence[Sequence[int]],
     max_new_tokens: int,
     end_marker: str | None = END_MARK,
+    prefix: Prefix | None = None,
 ) -> list[Generation]:
-    """Greedy-decode left-padded prompts until the end marker, end of turn or ``max_new_tokens``."""
+    """Greedy-decode prompts until the end marker, end of turn or ``max_new_tokens``.
+
+    Every prompt must begin with ``prefix.ids``; the rest is left-padded behind the
+    prefix: [prefix | pad … pad | own tokens], the pads masked, positions counted without them.
+    """
     device = model.device
     stop_ids = stop_token_ids(model, tokenizer)
-    width = max(len(p) for p in prompts)
+    shared = len(prefix.ids) if prefix else 0
+    suffixes = [list(p[shared:]) for p in prompts]
+    width = max(len(s) for s in suffixes)
     pad = tokenizer.pad_token_id
-    input_ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts], device=device)
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    cache = DynamicCache()
+    input_ids = torch.tensor([[pad] * (width - len(s)) + s for s in suffixes], device=device)
+    mask = torch.tensor(
+        [[1] * shared + [0] * (width - len(s)) + [1] * len(s) for s in suffixes], device=device
+    )
+    positions = ((mask.cumsum(-1) - 1).clamp(min=0))[:, shared:]
+    if prefix is None:
+        cache = DynamicCache()
+    else:
+        cache = copy.deepcopy(prefix.cache)
+        cache.batch_repeat_interleave(len(prompts))
     active = list(range(len(prompts)))
     generated: list[list[int]] = [[] for _ in prompts]
     results: list[Generation | None] = [None] * len(prompts)
@@ -129,15 +171,22 @@ def generate(
     batch_size: int = 8,
     progress: bool = True,
     end_marker: str | None = END_MARK,
+    share_prefix: bool = True,
 ) -> list[Generation]:
-    """Greedy generations for ``prompts`` in input order, batched by length."""
+    """Greedy generations for ``prompts`` in input order, batched by length.
+
+    ``share_prefix``: prefill the prompts' common prefix once (same tokens as without).
+    """
     results: list[Generation | None] = [None] * len(prompts)
+    prefix = prefill_prefix(model, prompts[0][: shared_prefix_length(prompts)]) if share_prefix else None
     batches = length_batches([len(p) for p in prompts], batch_size)
     with tqdm(total=len(prompts), desc="generate", unit="prompt", disable=not progress) as bar:
         for batch in batches:
             for index, result in zip(
                 batch,
-                generate_batch(model, tokenizer, [prompts[i] for i in batch], max_new_tokens, end_marker),
+                generate_batch(
+                    model, tokenizer, [prompts[i] for i in batch], max_new_tokens, end_marker, prefix
+                ),
             ):
                 results[index] = result
             bar.update(len(batch))
