@@ -229,3 +229,42 @@ def test_resolve_format_applies_config_then_experiment():
     assert fmt.acknowledgement == "Sure." and fmt.instruction is None
     assert fmt.shot_user == prompts.THESIS_FORMAT.shot_user
     assert prompts.PromptFormat.from_json(fmt.to_json()) == fmt
+
+
+def sentencepiece_ids(text: str) -> list[int]:
+    """Text tokenized as the thesis's Hugging Face tokenizer did: split at <s> and </s>, each
+    piece SentencePiece-encoded on its own (with its leading "▁"), from mistral_common's model."""
+    import re
+    from pathlib import Path
+
+    import mistral_common
+    import sentencepiece
+
+    model = sentencepiece.SentencePieceProcessor(
+        model_file=str(Path(mistral_common.__file__).parent / "data" / "tokenizer.model.v1")
+    )
+    ids = []
+    for piece in re.split("(<s>|</s>)", text):
+        ids += [1] if piece == "<s>" else [2] if piece == "</s>" else model.encode(piece) if piece else []
+    return ids
+
+
+def test_mistral_thesis_template_gives_the_notebooks_ids(tiny_mistral):
+    """The thesis's printed prompt as its notebook tokenized it: two <s>, "[/INST]" straight
+    before each clue, "</s>" after the last "[/INST]"."""
+    from attnscope.models import CHAT_TEMPLATES
+
+    _, tokenizer = tiny_mistral
+    thesis = tokenizer.__class__.from_pretrained(tokenizer.name_or_path)
+    thesis.chat_template = CHAT_TEMPLATES["mistral-thesis"]
+    text, ann = thesis_prompt(thesis)
+    assert text.startswith("<s><s>[INST] You are a crossword clue generator")
+    assert "Word: Parrot [/INST]Mimics you, but doesn't understand.#</s>[INST] Word: Butterfly" in text
+    assert text.endswith("[INST] Word: Ant [/INST]</s>")
+    assert ann.input_ids == sentencepiece_ids(text)
+    # Pinned: <s> <s> ▁[ INST ] ▁You … and … ▁Ant ▁[ / INST ] </s>; "]" then "M" of "Mimics".
+    assert ann.input_ids[:6] == [1, 1, 733, 16289, 28793, 995]
+    assert ann.input_ids[-6:] == [3821, 733, 28748, 16289, 28793, 2]
+    start = ann.token_segment.index(prompts.SHOT_CLUE)
+    assert ann.tokens[start - 1 : start + 3] == ["]", "M", "im", "ics"]
+    assert len(ann.input_ids) == 152

