@@ -1,5 +1,6 @@
 """Greedy generation: batched equals one at a time, stop reasons, post-processing, scores."""
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -35,6 +36,7 @@ def test_batched_equals_sequential(spread_llama, batch_size, share_prefix):
     ids = prompt_ids(tokenizer, ["Ant", "Hippopotamus", "Bee", "Grizzlybear", "Fox", "Koi", "Axolotl"])
     assert len({len(p) for p in ids}) > 2, "prompts of different lengths need padding"
     assert generation.shared_prefix_length(ids) > 20, "the chat template and instruction are shared"
+    ids = [np.asarray(p) for p in ids] if share_prefix else ids  # as read from the prompt table
     batched = generation.generate(
         model,
         tokenizer,

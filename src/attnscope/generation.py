@@ -79,12 +79,17 @@ class Prefix:
 @torch.inference_mode()
 def prefill_prefix(model: PreTrainedModel, ids: Sequence[int]) -> Prefix | None:
     """Run the shared prefix once; ``None`` if there is none."""
+    ids = [int(i) for i in ids]
     if not ids:
         return None
     cache = DynamicCache()
-    prefix_ids = torch.tensor([list(ids)], device=model.device)
-    model(input_ids=prefix_ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
-    return Prefix(list(ids), cache)
+    model(
+        input_ids=torch.tensor([ids], device=model.device),
+        past_key_values=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    return Prefix(ids, cache)
 
 
 @torch.inference_mode()
