@@ -8,7 +8,9 @@ median over the rounds of each round's ratio to the reference (robust to the loa
 a plain eager forward of the whole model (the reference), the decoder-only forward that
 the capture runs, the naive way (output_attentions=True, float16, zstd-3 Zarr), the
 streaming capture + Zarr write of the maps (attn, head_mean, word maps, cosine), and the
-full extraction the rule runs (the same plus the streamed metrics of every map). The
+full extraction the rule runs (the same plus the streamed metrics of every map); then the
+``sdpa`` route: the decoder-only forward with SDPA and the full extraction with SDPA and
+the maps recomputed from queries and keys (``attention.kernel: sdpa``). The
 stores are written under benchmarks/out (the disk the workflow writes to), each removed
 before its timed run, as a rule writes a fresh one.
 
@@ -49,7 +51,15 @@ from common import OUT, best_of, embedded_model_dir, write  # noqa: E402
 from attnscope import attention, data, io, models, prompts  # noqa: E402
 
 TARGET = "Ant"
-MODES = ("forward", "forward_decoder", "naive", "capture_write", "extract")
+MODES = (
+    "forward",
+    "forward_decoder",
+    "naive",
+    "capture_write",
+    "extract",
+    "forward_decoder_sdpa",
+    "extract_sdpa",
+)
 MMAP_THRESHOLD = 64 << 10
 """glibc serves larger allocations by mmap and unmaps them when freed, so the resident size
 follows the live buffers (the default dynamic threshold keeps freed buffers resident)."""
@@ -99,6 +109,13 @@ class Runner:
         elif mode == "forward_decoder":
             with torch.inference_mode():
                 self.model.model(input_ids=self.ids, use_cache=False)
+        elif mode == "forward_decoder_sdpa":
+            self.model.set_attn_implementation("sdpa")
+            try:
+                with torch.inference_mode():
+                    self.model.model(input_ids=self.ids, use_cache=False)
+            finally:
+                self.model.set_attn_implementation("eager")
         elif mode == "naive":
             naive_write(self.model, self.ids, self.store("naive"))
         else:
@@ -107,8 +124,9 @@ class Runner:
                 self.inputs,
                 self.store(mode),
                 {"config_digest": "bench"},
-                with_metrics=mode == "extract",
+                with_metrics=mode != "capture_write",
                 progress=False,
+                kernel="sdpa" if mode == "extract_sdpa" else "eager",
             )
 
 
@@ -155,6 +173,17 @@ def time_modes(loaded, shots: int, repeats: int, workdir: Path) -> dict:
         "stored_over_raw_float32": round(attention.store_bytes(workdir / "extract.zarr", "attn") / raw32, 4),
         "naive_zstd3_over_raw_float32": round(attention.store_bytes(workdir / "naive.zarr") / raw32, 4),
         "float16_exact": bool(np.array_equal(stored, reference.numpy())),
+        "sdpa_max_abs_difference": float(
+            np.abs(
+                zarr.open_group(workdir / "extract_sdpa.zarr", mode="r")["000"]["attn"][...].astype(
+                    np.float32
+                )
+                - stored.astype(np.float32)
+            ).max()
+        ),
+        "sdpa_extract_over_sdpa_decoder_forward": round(
+            best["extract_sdpa"] / best["forward_decoder_sdpa"], 3
+        ),
         "encode_seconds": round(encode, 4),
         "encode_over_decoder_forward": round(encode / best["forward_decoder"], 3),
     }

@@ -35,7 +35,7 @@ upstream = [io.read_parquet_metadata(snakemake.input.prompts)["config_digest"]]
 if clues is not None:
     upstream.append(io.read_parquet_metadata(snakemake.input.clues)["config_digest"])
 digest = io.config_digest(
-    {k: options[k] for k in ("append_clue", "keep_heads")},
+    options,
     p.load,
     snakemake.wildcards.variant,
     attention.STORE_VERSION,
@@ -48,12 +48,13 @@ attrs = {
     "variant": loaded.variant,
     "experiment": snakemake.wildcards.experiment,
     "append_clue": options["append_clue"],
+    "kernel": options["kernel"],
     "device": str(loaded.device),
     "dtype": p.load["dtype"],
     "notes": loaded.notes,
     "attnscope_version": __version__,
 }
-counts = attention.extract(loaded.model, inputs, snakemake.output.store, attrs)
+counts = attention.extract(loaded.model, inputs, snakemake.output.store, attrs, kernel=options["kernel"])
 log.info(
     "%s: %d prompts computed, %d resumed from a partial store; %.1f MB (attn %.1f MB, head_mean %.1f MB)",
     snakemake.output.store,

@@ -108,6 +108,61 @@ def test_layer_capture_streams_one_layer_at_a_time(tiny_mistral):
     assert len(seen) == 2
 
 
+def captured(model, ids, kernel: str) -> list[torch.Tensor]:
+    """Each layer's probabilities [head, query, key] as the ``kernel`` route captures them."""
+    seen = []
+    with (
+        torch.inference_mode(),
+        attention.capture(model, lambda layer, a: seen.append((layer, a.clone())), kernel),
+    ):
+        model.model(input_ids=torch.as_tensor([list(ids)]), use_cache=False)
+    assert [layer for layer, _ in seen] == list(range(model.config.num_hidden_layers))
+    return [a for _, a in seen]
+
+
+def assert_same_to_float16_rounding(a: torch.Tensor, b: torch.Tensor) -> None:
+    """Equal after the float16 cast the store applies, up to one float16 step."""
+    np.testing.assert_allclose(a.half().float().numpy(), b.half().float().numpy(), rtol=2**-10, atol=2**-24)
+
+
+@pytest.mark.parametrize(("fixture", "sliding_window"), [("tiny_llama", None), ("tiny_mistral", 40)])
+def test_sdpa_route_equals_eager_attention(fixture, sliding_window, request, sample_clues):
+    """Probabilities recomputed beside SDPA equal the eager kernel's (its mask, scaling, GQA)."""
+    model, tokenizer = request.getfixturevalue(fixture)
+    ids = prompt_table(tokenizer, sample_clues, targets=["Fox"])["input_ids"][0]
+    previous = model.config.sliding_window if hasattr(model.config, "sliding_window") else None
+    model.config.sliding_window = sliding_window
+    try:
+        eager, recomputed = captured(model, ids, "eager"), captured(model, ids, "sdpa")
+    finally:
+        model.config.sliding_window = previous
+    assert model.config._attn_implementation == "eager", "the capture restores the implementation"
+    torch.testing.assert_close(recomputed[0], eager[0], rtol=0, atol=0)  # same inputs: same bits
+    for layer_eager, layer_recomputed in zip(eager, recomputed):
+        assert_same_to_float16_rounding(layer_recomputed, layer_eager)
+    if sliding_window is not None:
+        n = len(ids)
+        assert n > sliding_window + 10
+        assert float(recomputed[0][:, n - 1, : n - sliding_window].abs().max()) == 0.0
+
+
+def test_recomputed_chunks_give_the_whole_map(tiny_mistral):
+    model, _ = tiny_mistral
+    module = model.model.layers[0].self_attn
+    query, key = torch.randn(1, 4, 37, 16), torch.randn(1, 2, 37, 16)
+    whole = attention.recomputed_probabilities(module, query, key, None, 0.25)
+    chunked = attention.recomputed_probabilities(module, query, key, None, 0.25, chunk_bytes=4 * 4 * 37 * 5)
+    torch.testing.assert_close(chunked, whole)  # BLAS blocks rows differently: float32 rounding
+    reference = torch.softmax((query[0] @ key[0].repeat_interleave(2, 0).transpose(1, 2)) * 0.25
+                              + torch.full((37, 37), float("-inf")).triu(1), dim=-1)  # fmt: skip
+    torch.testing.assert_close(whole, reference)
+
+
+def test_unknown_kernel_names_the_key(tiny_mistral):
+    with pytest.raises(ValueError, match="attention.kernel: unknown kernel 'flash'"):
+        attention.capture(tiny_mistral[0], lambda layer, a: None, "flash")
+
+
 def test_sdpa_attention_is_refused(tiny_mistral):
     model, _ = tiny_mistral
     model.config._attn_implementation = "sdpa"
@@ -455,6 +510,29 @@ def test_capture_on_cuda_matches_the_cpu(tiny_llama, sample_clues, tmp_path):
         gpu["attn"][...].astype(np.float32), cpu["attn"][...].astype(np.float32), atol=2e-3
     )
     np.testing.assert_allclose(gpu["metrics"][...], cpu["metrics"][...], rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("k", [3, 8])
+def test_embedded_model_sdpa_route_equals_eager(embedded_model_dir, sample_clues, tmp_path, k):
+    """The stores of both capture routes agree to float16 rounding (30 layers of SmolLM2)."""
+    loaded = models.load_model(embedded_model_dir)
+    spec = {"category": "Animals", "k": k, "seed": 0}
+    table = prompt_table(loaded.tokenizer, sample_clues, targets=["Ant"], spec=spec)
+    inputs = attention.prompt_inputs(table, loaded.tokenizer, None, "all")
+    stores = {}
+    for kernel in attention.KERNELS:
+        stores[kernel] = tmp_path / f"{kernel}.zarr"
+        attention.extract(
+            loaded.model, inputs, stores[kernel], {"config_digest": "t"}, progress=False, kernel=kernel
+        )
+    eager, sdpa = (zarr.open_group(stores[k], mode="r")["000"] for k in attention.KERNELS)
+    for name in ("attn", "head_mean"):
+        np.testing.assert_allclose(
+            sdpa[name][...].astype(np.float32), eager[name][...].astype(np.float32), rtol=2**-9, atol=2**-20
+        )
+    np.testing.assert_allclose(sdpa["metrics"][...], eager["metrics"][...], rtol=1e-3, atol=1e-4)
+    assert loaded.model.config._attn_implementation == "eager"
 
 
 @pytest.mark.integration

@@ -1,9 +1,13 @@
 """Attention maps of every layer: streaming capture, the Zarr store, word maps and a loader.
 
-One forward pass per prompt through the decoder stack (eager attention, no LM head).
-A forward hook on every layer's self-attention casts that layer's probabilities
-``[head, query, key]`` to float16 on the CPU and stores them before the forward pass goes
-on with the next layer: the per-head maps (for the prompts that keep them) and the head
+One forward pass per prompt through the decoder stack (no LM head). Two capture routes
+(``attention.kernel``): ``eager``, where a forward hook on every layer's self-attention
+takes the probabilities the eager kernel returns, and ``sdpa``, where the model runs its
+fused kernel and each layer's probabilities are recomputed from that layer's queries and
+keys in query chunks (a registered transformers attention function: the model's own
+scaling, causal or sliding-window mask and GQA mapping). Either way that layer's
+probabilities ``[head, query, key]`` are cast to float16 on the CPU and stored before the
+forward pass goes on with the next layer: the per-head maps (for the prompts that keep them) and the head
 mean are encoded chunk by chunk and appended to their arrays' shard files
 (:class:`attnscope.io.ShardWriter`, the bytes zarr would write), and the word-level maps and
 the metrics of every map (:mod:`attnscope.metrics`) are computed. Besides the model's own
@@ -46,6 +50,7 @@ import logging
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache, partial
 from pathlib import Path
@@ -57,7 +62,9 @@ import torch
 import zarr
 from threadpoolctl import ThreadpoolController
 from tqdm.auto import tqdm
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AttentionInterface, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from zarr.codecs import BloscCodec
 
 from attnscope import io, metrics, prompts, variants
@@ -211,6 +218,97 @@ class LayerCapture:
         self.sink(layer, weights[0].detach())
 
 
+KERNELS = ("eager", "sdpa")
+RECOMPUTE = "attnscope_sdpa_recompute"
+"""The registered attention implementation of the ``sdpa`` route (transformers' AttentionInterface)."""
+_RECOMPUTE_SINK: ContextVar[Callable[[int, torch.Tensor], None] | None] = ContextVar("sink", default=None)
+
+
+def recomputed_probabilities(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    chunk_bytes: int = CHUNK_BYTES,
+) -> torch.Tensor:
+    """The first sequence's attention probabilities [head, query, key], as eager attention
+    computes them, from the layer's rotated queries [1, head, query, d] and keys
+    [1, kv_head, key, d], in query chunks of at most ``chunk_bytes`` of float32 scores.
+
+    ``attention_mask`` is what the model built for SDPA: ``None`` (plain causal), a boolean
+    mask (True: visible; causal, sliding window, padding) or an additive float mask.
+    """
+    q = query[0]
+    k = repeat_kv(key, module.num_key_value_groups)[0].transpose(1, 2)  # [head, d, key]
+    num_heads, n_query, n_key = q.shape[0], q.shape[1], k.shape[2]
+    rows = max(1, chunk_bytes // (4 * num_heads * n_key))
+    out = torch.empty(num_heads, n_query, n_key, dtype=query.dtype, device=query.device)
+    for start in range(0, n_query, rows):
+        stop = min(start + rows, n_query)
+        scores = torch.matmul(q[:, start:stop], k) * scaling
+        lowest = torch.finfo(scores.dtype).min
+        if attention_mask is None:
+            position = torch.arange(start, stop, device=q.device)[:, None] + (n_key - n_query)
+            scores = scores.masked_fill(torch.arange(n_key, device=q.device) > position, lowest)
+        elif attention_mask.dtype == torch.bool:
+            scores = scores.masked_fill(~attention_mask[0, :, start:stop], lowest)
+        else:
+            scores = scores + attention_mask[0, :, start:stop]
+        out[:, start:stop] = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    return out
+
+
+def _sdpa_recompute(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """SDPA's output; the probabilities, recomputed, go to the active capture's sink."""
+    output, _ = sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+    sink = _RECOMPUTE_SINK.get()
+    if sink is not None:
+        scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+        sink(module.layer_idx, recomputed_probabilities(module, query, key, attention_mask, scale))
+    return output, None
+
+
+AttentionInterface.register(RECOMPUTE, _sdpa_recompute)
+AttentionMaskInterface.register(RECOMPUTE, sdpa_mask)
+
+
+class RecomputeCapture:
+    """The ``sdpa`` route of :class:`LayerCapture`: inside the context the model runs SDPA and
+    ``sink(layer, probabilities)`` receives each layer's recomputed probabilities of the
+    batch's first sequence [head, query, key]; the model's attention implementation is
+    restored on exit."""
+
+    def __init__(self, model: PreTrainedModel, sink: Callable[[int, torch.Tensor], None]):
+        self.model, self.sink = model, sink
+
+    def __enter__(self) -> RecomputeCapture:
+        self.previous = self.model.config._attn_implementation
+        self.model.set_attn_implementation(RECOMPUTE)
+        self.token = _RECOMPUTE_SINK.set(self.sink)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _RECOMPUTE_SINK.reset(self.token)
+        self.model.set_attn_implementation(self.previous)
+
+
+def capture(model: PreTrainedModel, sink: Callable[[int, torch.Tensor], None], kernel: str = "eager"):
+    """The capture context of ``kernel`` (``eager``: the kernel's own probabilities; ``sdpa``:
+    recomputed from queries and keys beside the fused kernel)."""
+    if kernel not in KERNELS:
+        raise ValueError(f"attention.kernel: unknown kernel {kernel!r}; expected one of {', '.join(KERNELS)}")
+    return LayerCapture(model, sink) if kernel == "eager" else RecomputeCapture(model, sink)
+
+
 class _PromptGroup:
     """The arrays of one prompt's group, filled layer by layer from the forward hooks."""
 
@@ -357,12 +455,14 @@ def extract(
     attrs: Mapping[str, Any],
     with_metrics: bool = True,
     progress: bool = True,
+    kernel: str = "eager",
 ) -> dict[str, int]:
     """Capture every prompt's attention maps into the Zarr store at ``path``.
 
     ``attrs`` become the root attributes and must hold ``config_digest``. With
     ``with_metrics=False`` only the maps are stored (no ``metrics`` arrays: the
-    benchmark's capture + write figure). Returns the counts of prompts computed and resumed.
+    benchmark's capture + write figure). ``kernel``: the capture route (:func:`capture`).
+    Returns the counts of prompts computed and resumed.
     """
     config = model.config
     num_layers, num_heads = config.num_hidden_layers, config.num_attention_heads
@@ -391,7 +491,7 @@ def extract(
             cosine = input_cosine(model, ids)
             group = _PromptGroup(tmp, prompt, cosine, num_layers, num_heads, with_metrics)
             group.create()
-            with torch.inference_mode(), LayerCapture(model, group.add_layer):
+            with torch.inference_mode(), capture(model, group.add_layer, kernel):
                 model.model(input_ids=torch.tensor([ids], device=device), use_cache=False)
             group.finish()
     if final.exists():
