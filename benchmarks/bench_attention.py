@@ -238,7 +238,7 @@ def extra_peak(mode: str, shots: int, repeats: int, threads: int) -> dict:
 def memory(shots_list: list[int], repeats: int, threads: int, config) -> list[dict]:
     rows = []
     for shots in shots_list:
-        for mode in ("capture_write", "extract", "naive"):
+        for mode in ("capture_write", "extract", "extract_sdpa", "naive"):
             run = extra_peak(mode, shots, repeats, threads)
             n = run["tokens"]
             layer_mib = config.num_attention_heads * n * n * 4 / 2**20
