@@ -241,7 +241,15 @@ def test_arrays_are_the_shards_zarr_writes(llama_store, tmp_path):
     """Every array written straight into the store equals zarr's own encoding of the same data."""
     path, _ = llama_store
     names = sorted(zarr.open_group(path, mode="r")["000"].array_keys())
-    assert names == ["attn", "cosine", "head_mean", "metrics", "word_attn_mean_query", "word_attn_sum"]
+    assert names == [
+        "attn",
+        "cosine",
+        "head_mean",
+        "metrics",
+        "thesis_word_attn_sum",
+        "word_attn_mean_query",
+        "word_attn_sum",
+    ]
     for name in names:
         assert_shards_are_zarrs(Path(path) / "000", name, tmp_path / "copy.zarr")
 
@@ -548,3 +556,30 @@ def test_embedded_model_capture_equals_output_attentions(embedded_model_dir, sam
     np.testing.assert_allclose(attn.astype(np.float64).sum(axis=-1), 1.0, atol=1e-3)
     stored = root["000"]["metrics"][...]
     assert np.isfinite(stored[..., : metrics.STREAMED.index("clue_target_mass")]).all()
+
+
+def test_thesis_word_maps_are_the_notebooks_aggregation(tiny_mistral, sample_clues, tmp_path):
+    """The stored thesis word map equals the notebook's aggregation (sum over each word pair's
+    token ranges, written in tests/test_prompts.py) of the stored head-mean map."""
+    from attnscope.models import CHAT_TEMPLATES
+    from tests.test_prompts import NOTEBOOK_FORMAT, notebook_groups, notebook_selection
+
+    model, tokenizer = tiny_mistral
+    thesis = tokenizer.__class__.from_pretrained(tokenizer.name_or_path)
+    thesis.chat_template = CHAT_TEMPLATES["mistral-thesis"]
+    table = prompts.build_prompts(sample_clues, "animals-k3", SPEC, ["Ant"], thesis, NOTEBOOK_FORMAT)
+    root = zarr.open_group(
+        extract(model, thesis, table, tmp_path / "s.zarr", clue_table(table, thesis)), mode="r"
+    )
+    group = root["000"]
+    tokens, words = group.attrs["tokens"], group.attrs["thesis_words"]
+    n_prompt = group.attrs["n_prompt_tokens"]
+    groups = notebook_groups(tokens[:n_prompt], notebook_selection(tokens[:n_prompt]), words)
+    assert len(groups) == len(words) > 10
+    head_mean = group["head_mean"][...].astype(np.float32)
+    reference = np.array(
+        [[[a[g[0] : g[-1] + 1, h[0] : h[-1] + 1].sum() for h in groups] for g in groups] for a in head_mean]
+    )
+    np.testing.assert_allclose(group["thesis_word_attn_sum"][...], reference, rtol=1e-6, atol=1e-7)
+    tree = attention.open_attention(tmp_path / "s.zarr")
+    assert list(tree["000"].query_thesis_word_text.values) == words

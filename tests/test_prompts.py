@@ -268,3 +268,72 @@ def test_mistral_thesis_template_gives_the_notebooks_ids(tiny_mistral):
     start = ann.token_segment.index(prompts.SHOT_CLUE)
     assert ann.tokens[start - 1 : start + 3] == ["]", "M", "im", "ics"]
     assert len(ann.input_ids) == 152
+
+
+# The thesis notebook's selection and grouping, re-implemented here from its description
+# (attention_maps_llm/language_generation_attention_patterns.ipynb), on token strings.
+NOTEBOOK_FORMAT = prompts.PromptFormat(acknowledgement="Ok!")  # the notebook's acknowledgement
+
+
+def notebook_selection(tokens: list[str]) -> list[int]:
+    """Once the acknowledgement token "Ok" has passed, a token is drawn while a ":" or "]"
+    came after the last "▁[", "#" or "</s>"; ":" and "]" themselves are never drawn."""
+    drawn, after_ok, open_ = [], False, False
+    for i, token in enumerate(tokens):
+        if token == "Ok":
+            after_ok, open_ = True, False
+        if token in (":", "]"):
+            open_ = True
+        elif token in ("▁[", "#", "</s>"):
+            open_ = False
+        elif after_ok and open_:
+            drawn.append(i)
+    return drawn
+
+
+def notebook_groups(tokens: list[str], drawn: list[int], words: list[str]) -> list[list[int]]:
+    """Drawn tokens (leading "▁" removed) spell the words in order; a token that is not the
+    next piece of the current word (",", "-") joins no word."""
+    groups, current, word, at = [], [], 0, 0
+    for i in drawn:
+        piece = tokens[i].removeprefix("▁")
+        if word < len(words) and piece == words[word][at : at + len(piece)]:
+            current.append(i)
+            at += len(piece)
+            if at == len(words[word]):
+                groups.append(current)
+                current, word, at = [], word + 1, 0
+    return groups
+
+
+def test_thesis_convention_is_the_notebooks_selection_and_grouping(tiny_mistral):
+    from attnscope.models import CHAT_TEMPLATES
+
+    _, tokenizer = tiny_mistral
+    thesis = tokenizer.__class__.from_pretrained(tokenizer.name_or_path)
+    thesis.chat_template = CHAT_TEMPLATES["mistral-thesis"]
+    shots = [*THESIS_SHOTS[:2], ("Platypus", "Duck-billed, egg-laying mammal.")]
+    _, ann = thesis_prompt(thesis, shots, fmt=NOTEBOOK_FORMAT)
+    drawn = notebook_selection(ann.tokens)
+    assert prompts.thesis_tokens(ann) == drawn
+    # Written down from running the notebook's logic by hand on the thesis's example prompt.
+    _, example = thesis_prompt(thesis, fmt=NOTEBOOK_FORMAT)
+    assert [example.tokens[t] for t in prompts.thesis_tokens(example)] == [
+        "▁Word", "▁Par", "rot", "M", "im", "ics", "▁you", ",", "▁but", "▁doesn", "'", "t", "▁understand",
+        ".", "▁Word", "▁Butter", "fly", "Fl", "ut", "ters", "▁by", ",", "▁color", "fully", ".", "▁Word",
+        "▁Sal", "mon", "J", "umps", "▁up", "stream", ",", "▁but", "▁never", "▁down", ".", "▁Word", "▁Ant",
+    ]  # fmt: skip
+    # The notebook's words: the regex over every shot and target turn ("Word" included).
+    notebook_words = [w for m in ("Word: Parrot", THESIS_SHOTS[0][1], "Word: Butterfly", THESIS_SHOTS[1][1],
+                                  "Word: Platypus", "Duck-billed, egg-laying mammal.#", "Word: Ant")
+                      for w in prompts.THESIS_WORD_PATTERN.findall(m)]  # fmt: skip
+    assert ann.thesis_words == notebook_words
+    assert "Duck" in ann.thesis_words and "billed" in ann.thesis_words
+    groups = notebook_groups(ann.tokens, drawn, notebook_words)
+    ours = [[t for t, w in enumerate(ann.thesis_token_word) if w == i] for i in range(len(ann.thesis_words))]
+    assert ours == groups
+    hyphen = ann.tokens.index("-")  # the "-" of "Duck-billed"
+    assert ann.thesis_token_word[hyphen] == -1 and hyphen in drawn, "the '-' is drawn but in no word"
+    # With the mistral-v1 template the notebook finds no "Ok" token and draws nothing.
+    _, v1 = thesis_prompt(tokenizer, fmt=NOTEBOOK_FORMAT)
+    assert notebook_selection(v1.tokens) == [] and prompts.thesis_tokens(v1) != []

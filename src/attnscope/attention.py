@@ -24,6 +24,8 @@ array                         dims                                   dtype
 ``head_mean``                 layer, query, key                      float16
 ``word_attn_sum``             layer, query_word, key_word            float32
 ``word_attn_mean_query``      layer, query_word, key_word            float32
+``thesis_word_attn_sum``      layer, query_thesis_word,              float32
+                              key_thesis_word
 ``cosine``                    query, key                             float16
 ``metrics``                   layer, map, metric                     float64
 ============================  =====================================  ==================
@@ -37,6 +39,10 @@ shots, the target and the generated clue (``WORD_SEGMENTS``):
   fig. 8.5: the total mass is preserved);
 - ``word_attn_mean_query`` sums over the key word's subwords and averages over the query
   word's subwords, so a row is the mean distribution of the query word's tokens.
+- ``thesis_word_attn_sum`` is ``word_attn_sum`` over the words of the thesis's own notebook
+  (``prompts.THESIS_WORD_PATTERN``: the "Word" labels of the shot and target turns are
+  words, "Duck-billed" is two words and its "-" belongs to none; prompt tokens only, never
+  the appended clue), the word-level maps of its figures.
 
 The store is written to ``.{name}.partial`` next to its final path and renamed into place
 when every prompt is complete; a prompt group's ``zarr.json`` is written after its arrays.
@@ -74,7 +80,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("attnscope")
 
-STORE_VERSION = 3
+STORE_VERSION = 4
 WORD_SEGMENTS = (prompts.SHOT_WORD, prompts.SHOT_CLUE, prompts.TARGET, prompts.GENERATED)
 CHUNK_BYTES = 16 << 20
 """Largest ``attn`` chunk (long prompts get fewer heads per chunk)."""
@@ -92,6 +98,7 @@ DIMENSIONS = {
     "head_mean": ("layer", "query", "key"),
     "word_attn_sum": ("layer", "query_word", "key_word"),
     "word_attn_mean_query": ("layer", "query_word", "key_word"),
+    "thesis_word_attn_sum": ("layer", "query_thesis_word", "key_thesis_word"),
     "cosine": ("query", "key"),
     "metrics": ("layer", "map", "metric"),
 }
@@ -166,6 +173,12 @@ def word_membership(annotation: prompts.Annotation) -> tuple[np.ndarray, np.ndar
     token_word = np.asarray(annotation.token_word)
     membership = (token_word[:, None] == words[None, :]).astype(np.float32)
     return words, membership
+
+
+def thesis_membership(annotation: prompts.Annotation) -> np.ndarray:
+    """The [token, thesis word] 0/1 matrix of the thesis convention (``thesis_token_word``)."""
+    token_word = np.asarray(annotation.thesis_token_word)
+    return (token_word[:, None] == np.arange(len(annotation.thesis_words))[None, :]).astype(np.float32)
 
 
 def word_maps(a: np.ndarray | torch.Tensor, membership: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -332,6 +345,9 @@ class _PromptGroup:
         n_words = len(self.words)
         self.word_sum = np.zeros((num_layers, n_words, n_words), np.float32)
         self.word_mean = np.zeros_like(self.word_sum)
+        self.thesis_membership = thesis_membership(ann)
+        n_thesis = self.thesis_membership.shape[1]
+        self.thesis_word_sum = np.zeros((num_layers, n_thesis, n_thesis), np.float32)
         self.metrics = np.full((num_layers, num_heads + 1, len(metrics.STREAMED)), np.nan)
 
     def create(self) -> None:
@@ -382,6 +398,7 @@ class _PromptGroup:
         mean = (total / self.num_heads).to(torch.float16)
         self.head_mean.write((layer, 0, 0), mean.numpy()[None])
         self.word_sum[layer], self.word_mean[layer] = word_maps(mean, self.membership)
+        self.thesis_word_sum[layer] = word_maps(mean, self.thesis_membership)[0]
         if self.with_metrics:
             for head, head_map in enumerate(a.numpy()):
                 self.metrics[layer, head] = metrics.streamed_metrics(head_map, self.layout)
@@ -395,6 +412,7 @@ class _PromptGroup:
         self._write_whole("cosine", self.cosine)
         self._write_whole("word_attn_sum", self.word_sum)
         self._write_whole("word_attn_mean_query", self.word_mean)
+        self._write_whole("thesis_word_attn_sum", self.thesis_word_sum)
         if self.with_metrics:
             self._write_whole("metrics", self.metrics)
         io.write_zarr_group(self.directory, self._attributes())
@@ -418,6 +436,10 @@ class _PromptGroup:
             "word_segment": list(ann.word_segment),
             "word_shot": [int(s) for s in ann.word_shot],
             "map_words": [int(w) for w in self.words],
+            "thesis_token_word": [int(w) for w in ann.thesis_token_word],
+            "thesis_words": list(ann.thesis_words),
+            "thesis_word_segment": list(ann.thesis_word_segment),
+            "thesis_word_shot": [int(s) for s in ann.thesis_word_shot],
             "complete": True,
         }
 
@@ -532,6 +554,13 @@ def _prompt_dataset(ds: xr.Dataset, root: Mapping[str, Any]) -> xr.Dataset:
         coords[f"{side}_word_text"] = (f"{side}_word", word_text)
         coords[f"{side}_word_segment"] = (f"{side}_word", word_segment)
         coords[f"{side}_word_shot"] = (f"{side}_word", np.asarray(word_shot, dtype=np.int64))
+        coords[f"{side}_thesis_word"] = np.arange(len(attrs["thesis_words"]))
+        coords[f"{side}_thesis_word_text"] = (f"{side}_thesis_word", list(attrs["thesis_words"]))
+        coords[f"{side}_thesis_word_segment"] = (f"{side}_thesis_word", list(attrs["thesis_word_segment"]))
+        coords[f"{side}_thesis_word_shot"] = (
+            f"{side}_thesis_word",
+            np.asarray(attrs["thesis_word_shot"], dtype=np.int64),
+        )
     return ds.assign_coords(coords)
 
 
@@ -539,10 +568,11 @@ def open_attention(path: str | os.PathLike) -> xr.DataTree:
     """Open a store lazily as an ``xarray.DataTree``: one child per prompt group (``"000"``, ...).
 
     Each child's Dataset has ``attn`` (prompts that keep heads), ``head_mean``,
-    ``word_attn_sum``, ``word_attn_mean_query``, ``cosine`` and ``metrics`` with named
-    dimensions (layer, head, query, key, query_word, key_word, map, metric) and token
-    coordinates (``query_token``, ``query_segment``, ``query_shot``, ``query_token_word``,
-    the same for ``key``; ``query_word_text`` etc. for the words). Arrays are read from
+    ``word_attn_sum``, ``word_attn_mean_query``, ``thesis_word_attn_sum``, ``cosine`` and
+    ``metrics`` with named dimensions (layer, head, query, key, query_word, key_word,
+    query_thesis_word, key_thesis_word, map, metric) and token coordinates (``query_token``,
+    ``query_segment``, ``query_shot``, ``query_token_word``, the same for ``key``;
+    ``query_word_text``, ``query_thesis_word_text`` etc. for the words). Arrays are read from
     disk only when indexed or loaded. The root's attributes are the store's: model,
     variant, config digest, ``kv_head``, and ``prompts`` (group, prompt_id, target).
     """

@@ -75,6 +75,9 @@ SEGMENTS = (TEMPLATE, INSTRUCTION_SEGMENT, SHOT_WORD, SHOT_CLUE, TARGET, GENERAT
 
 # A word: letters/digits with inner apostrophes or hyphens ("Man's", "semi-aquatic").
 WORD_PATTERN = re.compile(r"[^\W_]+(?:['\u2019\-][^\W_]+)*")
+# The thesis notebook's words (its regex): "Duck-billed" is two words and "-" none, and the
+# text the format adds inside the shot and target turns ("Word" of "Word: Ant") is a word.
+THESIS_WORD_PATTERN = re.compile(r"\b\w+(?:'\w+)?\b")
 _SENTINEL = "\x00{}\x00"
 
 
@@ -105,6 +108,7 @@ class Span:
     end: int
     segment: str
     shot: int = 0
+    message: int = 0
 
 
 @dataclass
@@ -120,6 +124,11 @@ class Annotation:
     words: list[str] = field(default_factory=list)
     word_segment: list[str] = field(default_factory=list)
     word_shot: list[int] = field(default_factory=list)
+    # The thesis convention (its notebook's selection and grouping), prompt tokens only:
+    thesis_token_word: list[int] = field(default_factory=list)
+    thesis_words: list[str] = field(default_factory=list)
+    thesis_word_segment: list[str] = field(default_factory=list)
+    thesis_word_shot: list[int] = field(default_factory=list)
 
 
 def stable_int(text: str) -> int:
@@ -238,10 +247,10 @@ def render(tokenizer: PreTrainedTokenizerBase, messages: Sequence[Message]) -> t
         raise ValueError("the chat template drops or repeats message contents; cannot locate segments")
     spans: list[Span] = []
     position = 0
-    for piece, message in zip(pieces, messages):
+    for number, (piece, message) in enumerate(zip(pieces, messages)):
         position += len(piece)
         for part in message.parts:
-            spans.append(Span(position, position + len(part.text), part.segment, part.shot))
+            spans.append(Span(position, position + len(part.text), part.segment, part.shot, number))
             position += len(part.text)
     position += len(pieces[-1])
     rebuilt = "".join(p + m.content for p, m in zip(pieces, messages)) + pieces[-1]
@@ -263,6 +272,39 @@ def words_of(text: str, spans: Sequence[Span]) -> list[tuple[int, int, Span]]:
     return found
 
 
+def thesis_words_of(text: str, spans: Sequence[Span]) -> list[tuple[int, int, Span]]:
+    """The thesis's words: every word (:data:`THESIS_WORD_PATTERN`) of the shot and target
+    turns, from the first shot's user turn on, the format's own text included ("Word")."""
+    first = next((s.message for s in spans if s.segment in (SHOT_WORD, TARGET)), None)
+    found = []
+    for span in spans:
+        if first is not None and span.message >= first:
+            for match in THESIS_WORD_PATTERN.finditer(text, span.start, span.end):
+                found.append((match.start(), match.end(), span))
+    return found
+
+
+def thesis_tokens(annotation: Annotation) -> list[int]:
+    """The tokens the thesis's figures draw: the shots' words and clues (their punctuation
+    too), the target, and the words the format adds in those turns ("Word"); never the chat
+    template, the instruction, ":" or the end marker."""
+    kept = (SHOT_WORD, SHOT_CLUE, TARGET)
+    return [
+        t
+        for t, (segment, word) in enumerate(zip(annotation.token_segment, annotation.thesis_token_word))
+        if segment in kept or word >= 0
+    ]
+
+
+def _token_chars(text: str, start: int, end: int) -> tuple[int, int]:
+    """A token's character range without surrounding whitespace."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
 def annotate(
     text: str,
     spans: Sequence[Span],
@@ -280,11 +322,16 @@ def annotate(
     ann.words = [text[s:e] for s, e, _ in words]
     ann.word_segment = [span.segment for _, _, span in words]
     ann.word_shot = [span.shot for _, _, span in words]
-    for start, end in ann.offsets:
-        while start < end and text[start].isspace():
-            start += 1
-        while end > start and text[end - 1].isspace():
-            end -= 1
+    thesis = thesis_words_of(text, spans)
+    ann.thesis_words = [text[s:e] for s, e, _ in thesis]
+    ann.thesis_word_segment = [span.segment for _, _, span in thesis]
+    ann.thesis_word_shot = [span.shot for _, _, span in thesis]
+    for raw_start, raw_end in ann.offsets:
+        start, end = _token_chars(text, raw_start, raw_end)
+        # The thesis's grouping: a token is part of the word whose characters it lies in.
+        ann.thesis_token_word.append(
+            next((i for i, (ws, we, _) in enumerate(thesis) if ws <= start and end <= we and end > start), -1)
+        )
         span = next((s for s in spans if s.start <= start < s.end), None) if end > start else None
         ann.token_segment.append(span.segment if span else TEMPLATE)
         ann.token_shot.append(span.shot if span else 0)
@@ -336,6 +383,10 @@ def annotate_generated(
         prompt.words + tail.words,
         prompt.word_segment + tail.word_segment,
         prompt.word_shot + tail.word_shot,
+        prompt.thesis_token_word + [-1] * len(tail.input_ids),
+        prompt.thesis_words,
+        prompt.thesis_word_segment,
+        prompt.thesis_word_shot,
     )
 
 
@@ -396,6 +447,10 @@ def build_prompts(
                 "words": ann.words,
                 "word_segment": ann.word_segment,
                 "word_shot": ann.word_shot,
+                "thesis_token_word": ann.thesis_token_word,
+                "thesis_words": ann.thesis_words,
+                "thesis_word_segment": ann.thesis_word_segment,
+                "thesis_word_shot": ann.thesis_word_shot,
             }
         )
     return pd.DataFrame(rows)
@@ -413,6 +468,10 @@ def prompt_annotation(row: dict[str, Any] | pd.Series) -> Annotation:
         list(row["words"]),
         list(row["word_segment"]),
         list(row["word_shot"]),
+        list(row["thesis_token_word"]),
+        list(row["thesis_words"]),
+        list(row["thesis_word_segment"]),
+        list(row["thesis_word_shot"]),
     )
 
 
