@@ -5,7 +5,7 @@ import sys as _sys
 
 wildcard_constraints:
     target=r"[\w-]+",
-    kind="token_grid|word_grid|cosine|word_pass|token_pass",
+    kind="token_grid|word_grid|cosine|word_pass|token_pass|thesis_grid",
 
 
 FIGURE_FORMATS = ("png", "svg")
@@ -24,6 +24,7 @@ MAP_KINDS = {
     "cosine": "embedding cosine beside attention",
     "word_pass": "word-level maps, every layer",
     "token_pass": "token-level maps, every layer",
+    "thesis_grid": "the thesis's word-level maps (its notebook's words, prompt only), its layers, per-panel scales",
 }
 
 

@@ -2,7 +2,9 @@
 
 Kinds: token_grid / word_grid, the maps of `figures.grid_layers` in a 2×2 grid (fig. 8.4,
 8.5, 8.7-8.9, A.9-A.18); cosine, the input-embedding cosine beside `figures.cosine_layers`
-(8.6); token_pass / word_pass, every layer (A.1-A.8).
+(8.6); token_pass / word_pass, every layer (A.1-A.8); thesis_grid, the thesis's own word-level
+grid (its notebook's words, the prompt only, its layers 1, 11, 21, 31 mapped onto the model's
+depth, each panel on its own scale).
 """
 
 import time
@@ -22,7 +24,18 @@ header = (
 )
 color_max = options["color_max"]
 
-if kind == "cosine":
+if kind == "thesis_grid":
+    layers = plots.thesis_layers(maps.num_layers)
+    fig = plots.plot_attention_maps(
+        maps.thesis_word_maps(layers),
+        layers,
+        maps.thesis_words,
+        f"{header}\nthe thesis's word-level maps (its notebook's words, the prompt only), "
+        "each panel its own scale",
+        "word",
+        per_panel=True,
+    )
+elif kind == "cosine":
     layers = plots.resolve_layers(options["cosine_layers"], maps.num_layers)
     fig = plots.plot_cosine_and_attention(
         maps.cosine(),

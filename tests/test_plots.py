@@ -260,3 +260,26 @@ def test_prompt_maps_from_a_real_store(tiny_llama, sample_clues, tmp_path):
     assert "Target Word: Ant" in [t.get_text() for t in fig.axes[0].get_yticklabels()]
     with pytest.raises(KeyError, match="no prompt for target 'Owl'"):
         mapdata.read_prompt_maps(path, "Owl")
+
+
+@pytest.mark.parametrize(("num_layers", "layers"), [(32, [0, 10, 20, 30]), (30, [0, 9, 19, 28]), (2, [0, 1])])
+def test_thesis_layers_keep_the_relative_depth(num_layers, layers):
+    assert plots.thesis_layers(num_layers) == layers
+
+
+def test_thesis_word_axis_labels_like_the_notebook():
+    words = ["Word", "Parrot", "Mimics", "Word", "Ant"]
+    segments = [prompts.TEMPLATE, prompts.SHOT_WORD, prompts.SHOT_CLUE, prompts.TEMPLATE, prompts.TARGET]
+    axis = plots.thesis_word_axis(words, segments, [1, 1, 1, 0, 0])
+    assert axis.labels == ["Word:", "Parrot", "Mimics", "Target Word:", "Ant"]
+    assert axis.boundaries() == [3, 4]
+
+
+def test_per_panel_scales_title_each_panel_with_its_maximum():
+    maps = np.stack([np.tril(np.full((3, 3), v)) for v in (0.2, 0.8)])
+    axis = plots.thesis_word_axis(
+        ["Word", "Ant", "x"], [prompts.TEMPLATE, prompts.TARGET, prompts.TARGET], [0, 0, 0]
+    )
+    fig = plots.plot_attention_maps(maps, [0, 1], axis, "t", "word", per_panel=True)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == ["layer 0 (scale 0–0.2)", "layer 1 (scale 0–0.8)"], "no shared colour bar"

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from attnscope.plots import MapAxis, token_axis, word_axis
+from attnscope.plots import MapAxis, thesis_word_axis, token_axis, word_axis
 
 
 @dataclass
@@ -28,6 +28,7 @@ class PromptMaps:
     token_index: np.ndarray
     tokens: MapAxis
     words: MapAxis
+    thesis_words: MapAxis
     group: Any
     metric_names: list[str]
 
@@ -39,6 +40,11 @@ class PromptMaps:
     def word_maps(self, layers: list[int]) -> np.ndarray:
         """Word-level maps [len(layers), w, w], summed over subword pairs (``word_attn_sum``)."""
         return np.stack([self.group["word_attn_sum"][layer] for layer in layers])
+
+    def thesis_word_maps(self, layers: list[int]) -> np.ndarray:
+        """The thesis's word-level maps [len(layers), w, w] (``thesis_word_attn_sum``: its notebook's
+        words, prompt tokens only)."""
+        return np.stack([self.group["thesis_word_attn_sum"][layer] for layer in layers])
 
     def cosine(self) -> np.ndarray:
         """Input-embedding cosine [t, t] over the plotted tokens."""
@@ -76,6 +82,9 @@ def read_prompt_maps(path: str | os.PathLike, target: str) -> PromptMaps:
         token_index=keep,
         tokens=tokens,
         words=words,
+        thesis_words=thesis_word_axis(
+            attrs["thesis_words"], attrs["thesis_word_segment"], attrs["thesis_word_shot"]
+        ),
         group=group,
         metric_names=list(root.attrs["metrics"]),
     )

@@ -35,10 +35,8 @@ from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
 from attnscope import io
+from attnscope.prompts import GENERATED, SHOT_CLUE, SHOT_WORD, TARGET, TEMPLATE
 
-# The token segments of attnscope.prompts, spelled out: importing that module loads
-# transformers, which would triple a figure job's start-up time (tests check they agree).
-SHOT_WORD, SHOT_CLUE, TARGET, GENERATED = "shot_word", "shot_clue", "target", "generated"
 PLOTTED_SEGMENTS = (SHOT_WORD, SHOT_CLUE, TARGET, GENERATED)
 """Tokens drawn in the maps: the shots' words and clues, the target and the generated clue
 (the thesis left out the instruction, the chat template and the separators)."""
@@ -105,6 +103,31 @@ def resolve_layers(requested: Iterable[int], num_layers: int) -> list[int]:
     if not layers:
         layers = sorted({round(x) for x in np.linspace(0, num_layers - 1, min(4, num_layers))})
     return layers
+
+
+THESIS_GRID_LAYERS = (1, 11, 21, 31)
+"""The layers of the thesis's 2×2 grids (1-based, of Mistral-7B's 32; postprocess_images.ipynb)."""
+THESIS_DEPTH = 32
+
+
+def thesis_layers(num_layers: int) -> list[int]:
+    """The thesis's grid layers mapped onto a model of ``num_layers`` layers (0-based): the same
+    relative depth, so a 32-layer model gets exactly 0, 10, 20, 30."""
+    return sorted(
+        {round((layer - 1) / (THESIS_DEPTH - 1) * (num_layers - 1)) for layer in THESIS_GRID_LAYERS}
+    )
+
+
+def thesis_word_axis(words: Sequence[str], segments: Sequence[str], shots: Sequence[int]) -> MapAxis:
+    """The axis of the thesis's word-level maps, labelled as its notebook labels them: a
+    format word of a shot turn ("Word") reads "Word:", the target turn's "Target Word:"."""
+    segments = np.asarray(segments)
+    target_label = max((i for i, s in enumerate(segments) if s == TEMPLATE), default=-1)
+    labels = [
+        ("Target Word:" if i == target_label else f"{word}:") if segments[i] == TEMPLATE else word
+        for i, word in enumerate(words)
+    ]
+    return MapAxis(labels, segments, np.asarray(shots))
 
 
 def token_text(token: str) -> str:
@@ -312,13 +335,15 @@ def plot_attention_maps(
     panel_inches: float = 4.2,
     colorbar_label: str = "attention (head mean)",
     progress: bool = False,
+    per_panel: bool = False,
 ) -> Figure:
     """Attention maps of several layers on one colour scale (thesis fig. 8.4, 8.5, 8.7–8.9,
     A.1–A.18): ``maps`` [len(layers), n, n] over ``axis``; 2 columns give the thesis's
     2×2 grids, more columns a full pass over all layers. Tick labels are drawn on the left
     column and the bottom panel of each column (every panel shares them); values above
     ``vmax`` saturate (the colour bar then has an arrow); ``progress`` shows a tqdm bar over
-    the panels."""
+    the panels. ``per_panel``: every panel on its own scale, 0 to its maximum (the thesis's
+    figures), each titled with that maximum, and no shared colour bar."""
     maps = np.asarray(maps)
     if maps.shape[0] != len(layers) or maps.shape[1:] != (len(axis), len(axis)):
         raise ValueError(f"maps {maps.shape} do not match {len(layers)} layers × {len(axis)} positions")
@@ -331,10 +356,13 @@ def plot_attention_maps(
         panels = tqdm(grid.axes(fig), desc="layers", unit="panel", disable=not progress)
         for i, ax in enumerate(panels):
             show_x, show_y = _edges(i, len(layers), grid.ncols)
-            image = _draw_map(ax, maps[i], axis, norm, cmap, show_x, show_y, size, level)
-            ax.set_title(f"layer {layers[i]}", pad=3)
-        extend = "max" if vmax is not None and float(np.nanmax(maps)) > vmax else "neither"
-        fig.colorbar(image, cax=grid.colorbar_axes(fig), label=colorbar_label, extend=extend)
+            panel_norm = Normalize(0.0, _vmax(maps[i], None)) if per_panel else norm
+            image = _draw_map(ax, maps[i], axis, panel_norm, cmap, show_x, show_y, size, level)
+            scale = f" (scale 0–{panel_norm.vmax:.2g})" if per_panel else ""
+            ax.set_title(f"layer {layers[i]}{scale}", pad=3)
+        if not per_panel:
+            extend = "max" if vmax is not None and float(np.nanmax(maps)) > vmax else "neither"
+            fig.colorbar(image, cax=grid.colorbar_axes(fig), label=colorbar_label, extend=extend)
         fig.suptitle(title, y=1 - 0.12 / grid.size[1], va="top")
     return fig
 
