@@ -767,6 +767,180 @@ def check_edited_spectra(
     return rows
 
 
+def uniform_sphere(rng: np.random.Generator, count: int, n: int, radius: float = 1.0) -> np.ndarray:
+    """``count`` points uniform on the sphere of ``radius`` in R^n (normalised Gaussians)."""
+    g = rng.standard_normal((count, n))
+    return radius * g / np.linalg.norm(g, axis=1, keepdims=True)
+
+
+def unit_pair(rng: np.random.Generator, n: int, cosine: float) -> tuple[np.ndarray, np.ndarray]:
+    """Two unit vectors in R^n at ``cosine`` to each other, in a random orientation."""
+    q, _ = np.linalg.qr(rng.standard_normal((n, 2)))
+    v, u = q[:, 0], q[:, 1]
+    return v, cosine * v + math.sqrt(max(0.0, 1.0 - cosine**2)) * u
+
+
+def pair_product_sum(weights: np.ndarray) -> np.ndarray:
+    """Σ_{i<j} (λ_i λ_j)² of each row of ``weights`` (= ((Σλ²)² − Σλ⁴)/2)."""
+    return ((weights**2).sum(axis=-1) ** 2 - (weights**4).sum(axis=-1)) / 2
+
+
+def check_hypersphere(
+    seed: int = 0, n: int = 16, samples: int = 200_000, trials: int = 20_000, radius: float = 1.0
+) -> list[dict[str, Any]]:
+    """The hypersphere statements of §6.3 (6.36, 6.45–6.48, 6.49) and the 'Jensen' bound of §5.3.2."""
+    rng = _rng(seed, "hypersphere")
+    rows = []
+
+    x = uniform_sphere(rng, samples, n, radius)
+    params = {"n": n, "radius": radius, "samples": samples}
+    cov, se = _mean_se(x[:, 0] * x[:, 1])  # E[x_i] = 0
+    note = (
+        "Σᵢ Var(xᵢ) = l² fixes the norm, not Σᵢ xᵢ, so it does not force negative covariances; "
+        "the law is invariant under xᵢ → −xᵢ, hence Cov[xᵢ, xⱼ] = 0."
+    )
+    rows.append(
+        _row(
+            "sphere_cov",
+            "thesis",
+            "x uniform on S_l^{n−1}: Cov[xᵢ, xⱼ] = −l²/(n(n−1))",
+            "6.36",
+            params,
+            -(radius**2) / (n * (n - 1)),
+            cov,
+            se,
+            note=note,
+        )
+    )
+    rows.append(
+        _row("sphere_cov_corrected", "corrected", "Cov[xᵢ, xⱼ] = 0 (i ≠ j)", "6.36", params, 0.0, cov, se)
+    )
+
+    for cosine in (0.0, 1.0):
+        v, w = unit_pair(rng, n, cosine)
+        values = np.concatenate(
+            [
+                np.einsum("i,bij,j->b", v, rng.normal(0.0, 1 / math.sqrt(n), (b, n, n)), w)
+                for b in _batches(trials, n * n)
+            ]
+        )
+        var, se = _var_se(values)
+        params = {"n": n, "cos(v, w)": cosine, "trials": trials}
+        rows.append(
+            _row(
+                f"angle_var_k{cosine:g}",
+                "thesis",
+                "C ~ N(0, 1/n) i.i.d., ‖v‖ = ‖w‖ = 1, ⟨v, w⟩ = k: Var(vᵀCw) = k²/n + (n−1)/n²",
+                "6.45–6.48",
+                params,
+                cosine**2 / n + (n - 1) / n**2,
+                var,
+                se,
+                note="Var(vᵀCw) = Σ_lm Var(C_lm) v_l² w_m² = ‖v‖²‖w‖²/n for fixed v, w: no angle enters, so "
+                "the variance does not preserve angular information (6.48, the basis of 8.3 and 9.1).",
+            )
+        )
+        rows.append(
+            _row(
+                f"angle_var_k{cosine:g}_corrected",
+                "corrected",
+                "Var(vᵀCw) = ‖v‖²‖w‖²/n at every angle",
+                "6.45–6.48",
+                params,
+                1 / n,
+                var,
+                se,
+            )
+        )
+
+    # 6.49: the bound with |cos∠(x, y)| fails on x ⊥ y, W_q = I, W_k a permutation taking y to x.
+    x, y = np.eye(n)[0], np.eye(n)[1]
+    w_k = np.eye(n)[np.r_[1, 0, 2:n]]  # swaps coordinates 0 and 1: W_k y = x
+    lhs = abs(float(x @ (w_k @ y)))
+    cos = float(x @ y)
+    counterexample = lhs / (np.linalg.norm(w_k, ord=2) * np.linalg.norm(x) * np.linalg.norm(y))
+    params = {"n": n, "x": "e₁", "y": "e₂", "W_q": "I", "W_k": "swap(1, 2)"}
+    rows.append(
+        _row(
+            "cauchy_schwarz_cos",
+            "thesis",
+            "|⟨W_q x, W_k y⟩| ≤ ‖W_q‖‖W_k‖‖x‖‖y‖·|cos∠(x, y)|",
+            "6.49",
+            params,
+            abs(cos),
+            lhs,
+            0.0,
+            upper_only=True,
+            abs_tolerance=1e-12,
+            note="Counterexample: x ⊥ y, so the bound is 0, while ⟨x, W_k y⟩ = 1. Cauchy–Schwarz bounds "
+            "by ‖W_q x‖‖W_k y‖, which carries no angle between x and y.",
+        )
+    )
+    a, b = (
+        rng.standard_normal((trials, n, n)) / math.sqrt(n),
+        rng.standard_normal((trials, n, n)) / math.sqrt(n),
+    )
+    xs, ys = rng.standard_normal((trials, n)), rng.standard_normal((trials, n))
+    lhs = np.abs(np.einsum("bi,bi->b", np.einsum("bij,bj->bi", a, xs), np.einsum("bij,bj->bi", b, ys)))
+    rhs = (
+        np.linalg.norm(a, ord=2, axis=(1, 2))
+        * np.linalg.norm(b, ord=2, axis=(1, 2))
+        * np.linalg.norm(xs, axis=1)
+        * np.linalg.norm(ys, axis=1)
+    )
+    rows.append(
+        _row(
+            "cauchy_schwarz_corrected",
+            "corrected",
+            "|⟨W_q x, W_k y⟩| ≤ ‖W_q‖‖W_k‖‖x‖‖y‖ (max of the ratio "
+            "over random W_q, W_k, x, y and the counterexample)",
+            "6.49",
+            {"n": n, "trials": trials},
+            1.0,
+            max(float((lhs / rhs).max()), counterexample),
+            0.0,
+            upper_only=True,
+            abs_tolerance=1e-9,
+        )
+    )
+
+    # §5.3.2: Σ_{i<j}(λᵢλⱼ)² ≤ Σ_{i<j}(1/n²)² on the simplex; two weights of ½ give 1/16.
+    weights = np.vstack([rng.dirichlet(np.full(n, 0.5), samples), np.r_[0.5, 0.5, np.zeros(n - 2)]])
+    largest = float(pair_product_sum(weights).max())
+    params = {"n": n, "samples": samples, "weights": "Dirichlet(½) and (½, ½, 0, …)"}
+    rows.append(
+        _row(
+            "jensen_pairs",
+            "thesis",
+            "Σ_{i<j}(λᵢλⱼ)² ≤ Σ_{i<j}(1/n²)² for Σλᵢ = 1, λ ≥ 0",
+            "§5.3.2",
+            params,
+            n * (n - 1) / 2 / n**4,
+            largest,
+            0.0,
+            upper_only=True,
+            abs_tolerance=1e-12,
+            note="Uniform weights do not maximise Σ_{i<j}(λᵢλⱼ)²: (½, ½, 0, …) gives 1/16; the maximum "
+            "on the simplex is 1/16 (and a vertex gives 0).",
+        )
+    )
+    rows.append(
+        _row(
+            "jensen_pairs_max",
+            "extension",
+            "Σ_{i<j}(λᵢλⱼ)² ≤ 1/16 on the simplex (n ≥ 2)",
+            "§5.3.2",
+            params,
+            1 / 16,
+            largest,
+            0.0,
+            upper_only=True,
+            abs_tolerance=1e-12,
+        )
+    )
+    return rows
+
+
 def check_lognormal(seed: int = 0, samples: int = 200_000, dim: int = 8) -> list[dict[str, Any]]:
     """Log-normal moments and Softmax probability ratios p_i/p_j (§5.3.1, 5.20, 5.21)."""
     rng = _rng(seed, "lognormal")
@@ -1119,6 +1293,7 @@ def run_checks(
             *check_trace_alignment(seed, n, trials, sigma, trials_svd=max(1, trials // 10)),
             *check_edited_spectra(seed, n, trials, sigma),
             *check_lognormal(seed, samples),
+            *check_hypersphere(seed, bilinear_dim, samples, trials, slerp_length),
             *check_slerp_kl(seed, slerp_dim, slerp_pairs, length=slerp_length),
             *check_marchenko_pastur(seed, mp_shapes, mp_trials, sigma),
             *check_attention_rank(seed, attention_sizes, attention_head_dim),
