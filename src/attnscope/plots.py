@@ -35,13 +35,11 @@ from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
 from attnscope import io
+from attnscope.store import GENERATED, SHOT_WORD, TARGET
+from attnscope.store import WORD_SEGMENTS as PLOTTED_SEGMENTS
 
-# The token segments of attnscope.prompts, spelled out: importing that module loads
-# transformers, which would triple a figure job's start-up time (tests check they agree).
-SHOT_WORD, SHOT_CLUE, TARGET, GENERATED = "shot_word", "shot_clue", "target", "generated"
-PLOTTED_SEGMENTS = (SHOT_WORD, SHOT_CLUE, TARGET, GENERATED)
-"""Tokens drawn in the maps: the shots' words and clues, the target and the generated clue
-(the thesis left out the instruction, the chat template and the separators)."""
+# PLOTTED_SEGMENTS, the tokens drawn in the maps: the shots' words and clues, the target and
+# the generated clue (the thesis left out the instruction, the chat template and the separators).
 
 STYLE = {
     "font.size": 9,
