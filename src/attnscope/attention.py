@@ -354,16 +354,15 @@ def extract(
     benchmark's capture + write figure). Returns the counts of prompts computed and resumed.
     """
     config = model.config
-    num_layers, num_heads = config.num_hidden_layers, config.num_attention_heads
-    num_kv_heads = getattr(config, "num_key_value_heads", None) or num_heads
-    group_size = num_heads // num_kv_heads
+    num_layers = config.num_hidden_layers
+    num_heads, num_kv_heads, _ = variants.attention_shape(config)
     root_attrs = {
         **attrs,
         "store_version": STORE_VERSION,
         "num_layers": num_layers,
         "num_heads": num_heads,
         "num_kv_heads": num_kv_heads,
-        "kv_head": [h // group_size for h in range(num_heads)],
+        "kv_head": variants.kv_head_index(num_heads, num_kv_heads).tolist(),
         "metrics": list(metrics.STREAMED),
         "prompts": [{"group": p.group, "prompt_id": p.prompt_id, "target": p.target} for p in inputs],
     }
