@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
+    import pandas as pd
     import xarray as xr
     import zarr
 
@@ -102,3 +103,20 @@ def open_attention(path: str | os.PathLike) -> xr.DataTree:
     for entry in root["prompts"]:
         nodes[entry["group"]] = _prompt_dataset(tree[entry["group"]].to_dataset(), root)
     return xr.DataTree.from_dict(nodes)
+
+
+EXPERIMENT_ATTRS = ("category", "k", "seed", "prompt_format")
+"""The experiment settings a store records at its root (prompt-table columns of one value each;
+``prompt_format`` as :meth:`attnscope.prompts.PromptFormat.to_json` wrote it), so figure titles
+and resource sizing read them from the store instead of the config."""
+
+
+def experiment_attrs(prompt_table: pd.DataFrame) -> dict[str, Any]:
+    """:data:`EXPERIMENT_ATTRS` of a prompt table, as JSON-ready root attributes."""
+    attrs: dict[str, Any] = {}
+    for column in EXPERIMENT_ATTRS:
+        values = prompt_table[column].unique()
+        if len(values) != 1:
+            raise ValueError(f"prompt table column {column!r}: {len(values)} values, expected one per store")
+        attrs[column] = values[0].item() if isinstance(values[0], np.generic) else values[0]
+    return attrs
