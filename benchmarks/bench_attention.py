@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import OUT, best_of, embedded_model_dir, write  # noqa: E402
 
 from attnscope import attention, data, io, models, prompts  # noqa: E402
+from attnscope.store import open_store, prompt_groups  # noqa: E402
 
 TARGET = "Ant"
 MODES = (
@@ -158,7 +159,7 @@ def time_modes(loaded, shots: int, repeats: int, workdir: Path) -> dict:
     with torch.inference_mode():
         out = loaded.model(input_ids=runner.ids, output_attentions=True)
     reference = torch.stack([a[0] for a in out.attentions]).to(torch.float16)
-    stored = zarr.open_group(workdir / "extract.zarr", mode="r")["000"]["attn"][...]
+    stored = open_store(workdir / "extract.zarr")["000"]["attn"][...]
     encode = encode_seconds(stored, repeats)
     return {
         "shots": shots,
@@ -261,8 +262,7 @@ def workflow_stores(root: Path) -> list[dict]:
     (prompts with the generated clue appended, as the rule captures them)."""
     rows = []
     for path in sorted(root.glob("*/*/*.zarr")):
-        store = zarr.open_group(path, mode="r")
-        groups = [store[entry["group"]] for entry in store.attrs["prompts"]]
+        groups = prompt_groups(open_store(path))
         shapes = [group["attn"].shape for group in groups if "attn" in group]
         if shapes:
             raw32 = sum(4 * int(np.prod(shape)) for shape in shapes)

@@ -1,12 +1,11 @@
 """Rule attention_metrics: Zarr attention store → metrics per prompt × layer × head + per-layer summary."""
 
-import zarr
-
 from attnscope import io, metrics
+from attnscope.store import open_store
 
 log = io.setup_script_logging(snakemake.log[0])
 epsilon = snakemake.params.epsilon
-store = zarr.open_group(snakemake.input.store, mode="r").attrs
+store = open_store(snakemake.input.store).attrs
 table = metrics.metrics_table(snakemake.input.store, epsilon)
 summary = metrics.summarize(table)
 meta = {

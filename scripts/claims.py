@@ -2,9 +2,9 @@
 HTML page for the report)."""
 
 import pandas as pd
-import zarr
 
 from attnscope import __version__, claims, io, report
+from attnscope.store import open_store
 
 log = io.setup_script_logging(snakemake.log[0])
 tables = []
@@ -42,7 +42,7 @@ for model, layout in snakemake.params.layout.items():
 table = pd.concat(tables, ignore_index=True)
 # The layout names the inputs; their digests say what they hold (generation, attention, spectra settings).
 upstream = {
-    path: zarr.open_group(path, mode="r").attrs["config_digest"]
+    path: open_store(path).attrs["config_digest"]
     if path.endswith(".zarr")
     else io.read_parquet_metadata(path)["config_digest"]
     for path in snakemake.input

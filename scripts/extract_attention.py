@@ -6,6 +6,7 @@ import pandas as pd
 import torch
 
 from attnscope import __version__, attention, io, models
+from attnscope.store import experiment_attrs
 
 log = io.setup_script_logging(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
@@ -47,6 +48,7 @@ attrs = {
     "model": loaded.name,
     "variant": loaded.variant,
     "experiment": snakemake.wildcards.experiment,
+    **experiment_attrs(prompt_table),
     "append_clue": options["append_clue"],
     "kernel": options["kernel"],
     "device": str(loaded.device),

@@ -10,11 +10,13 @@ depth, each panel on its own scale).
 import time
 
 from attnscope import io, mapdata, plots
+from attnscope.store import open_store
 
 PASS_PANEL_INCHES = 3.2
 
 log = io.setup_script_logging(snakemake.log[0])
-options, experiment = snakemake.params.figures, snakemake.params.experiment
+options = snakemake.params.figures
+experiment = open_store(snakemake.input.store).attrs  # category and k, for the title
 wc, kind = snakemake.wildcards, snakemake.wildcards.kind
 start = time.perf_counter()
 maps = mapdata.read_prompt_maps(snakemake.input.store, snakemake.params.target)

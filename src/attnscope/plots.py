@@ -35,11 +35,11 @@ from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
 from attnscope import io
-from attnscope.prompts import GENERATED, SHOT_CLUE, SHOT_WORD, TARGET, TEMPLATE
+from attnscope.store import GENERATED, SHOT_WORD, TARGET, TEMPLATE
+from attnscope.store import WORD_SEGMENTS as PLOTTED_SEGMENTS
 
-PLOTTED_SEGMENTS = (SHOT_WORD, SHOT_CLUE, TARGET, GENERATED)
-"""Tokens drawn in the maps: the shots' words and clues, the target and the generated clue
-(the thesis left out the instruction, the chat template and the separators)."""
+# PLOTTED_SEGMENTS, the tokens drawn in the maps: the shots' words and clues, the target and
+# the generated clue (the thesis left out the instruction, the chat template and the separators).
 
 STYLE = {
     "font.size": 9,

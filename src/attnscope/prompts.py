@@ -23,6 +23,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from attnscope.store import (  # noqa: F401 (the segment names, re-exported for the prompt builders)
+    GENERATED,
+    INSTRUCTION_SEGMENT,
+    SEGMENTS,
+    SHOT_CLUE,
+    SHOT_WORD,
+    TARGET,
+    TEMPLATE,
+)
+
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
@@ -62,16 +72,6 @@ THESIS_FORMAT = PromptFormat()
 FORMAT_KEYS = tuple(f.name for f in fields(PromptFormat))
 INSTRUCTION_FIELDS = ("category", "k", "end_marker")
 END_MARK = THESIS_FORMAT.end_marker
-
-# Token segments. ``template`` is everything the chat template and the prompt format
-# add (role markers, special tokens, a default system turn, "Word:" labels, "#").
-TEMPLATE = "template"
-INSTRUCTION_SEGMENT = "instruction"
-SHOT_WORD = "shot_word"
-SHOT_CLUE = "shot_clue"
-TARGET = "target"
-GENERATED = "generated"
-SEGMENTS = (TEMPLATE, INSTRUCTION_SEGMENT, SHOT_WORD, SHOT_CLUE, TARGET, GENERATED)
 
 # A word: letters/digits with inner apostrophes or hyphens ("Man's", "semi-aquatic").
 WORD_PATTERN = re.compile(r"[^\W_]+(?:['\u2019\-][^\W_]+)*")

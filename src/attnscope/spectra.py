@@ -33,6 +33,8 @@ import torch
 from threadpoolctl import threadpool_limits
 from torch import nn
 
+from attnscope.variants import attention_shape, decoder_layers, kv_head_index
+
 MATRIX_TYPES = ("q", "k", "v", "o", "gate", "up", "down")
 """Per-layer matrices, in forward order."""
 EMBEDDING_TYPES = ("embed", "lm_head")
@@ -89,17 +91,6 @@ class WeightGroup:
 
 
 # --- collecting the matrices -------------------------------------------------------------
-
-
-def decoder_layers(model: nn.Module) -> nn.ModuleList:
-    """The decoder blocks of a HF causal LM (``model.model.layers``) or base model."""
-    base = getattr(model, "model", model)
-    layers = getattr(base, "layers", None)
-    if not isinstance(layers, nn.ModuleList):
-        raise TypeError(
-            f"{type(model).__name__}: no decoder layers at .model.layers (Llama/Mistral expected)"
-        )
-    return layers
 
 
 def weight_groups(model: nn.Module, include_embeddings: bool = False) -> list[WeightGroup]:
@@ -358,26 +349,6 @@ ALIGNMENT_COLUMNS = [
     "frobenius_norm",
     "frobenius_norm_init",
 ]
-
-
-def kv_head_index(n_heads: int, n_kv_heads: int) -> torch.Tensor:
-    """The KV head each query head reads under grouped-query attention: ``h // (n_heads / n_kv)``.
-
-    HF's ``repeat_kv`` expands KV head j to query heads ``j·n_rep … j·n_rep + n_rep − 1``.
-    """
-    if n_heads % n_kv_heads:
-        raise ValueError(
-            f"num_attention_heads={n_heads} is not a multiple of num_key_value_heads={n_kv_heads}"
-        )
-    return torch.arange(n_heads) // (n_heads // n_kv_heads)
-
-
-def attention_shape(config: Any) -> tuple[int, int, int]:
-    """(query heads, KV heads, head_dim) of a Llama/Mistral config."""
-    n_heads = config.num_attention_heads
-    n_kv = getattr(config, "num_key_value_heads", None) or n_heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // n_heads
-    return n_heads, n_kv, head_dim
 
 
 def base_alignment(model: nn.Module, init_std: float) -> pd.DataFrame:

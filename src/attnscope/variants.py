@@ -100,9 +100,47 @@ def random_init(config: PretrainedConfig, seed: int, dtype: torch.dtype | None =
     return model if dtype is None else model.to(dtype)
 
 
+# --- model structure (Llama/Mistral decoders), shared by attention, spectra and the edits below ---
+
+
+def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
+    """The decoder blocks of a HF causal LM (``model.model.layers``) or base model."""
+    from torch import nn
+
+    base = getattr(model, "model", model)
+    layers = getattr(base, "layers", None)
+    if not isinstance(layers, nn.ModuleList):
+        raise TypeError(
+            f"{type(model).__name__}: no decoder layers at .model.layers (Llama/Mistral expected)"
+        )
+    return layers
+
+
+def kv_head_index(n_heads: int, n_kv_heads: int) -> torch.Tensor:
+    """The KV head each query head reads under grouped-query attention: ``h // (n_heads / n_kv)``.
+
+    HF's ``repeat_kv`` expands KV head j to query heads ``j·n_rep … j·n_rep + n_rep − 1``.
+    """
+    if n_heads % n_kv_heads:
+        raise ValueError(
+            f"num_attention_heads={n_heads} is not a multiple of num_key_value_heads={n_kv_heads}"
+        )
+    import torch
+
+    return torch.arange(n_heads) // (n_heads // n_kv_heads)
+
+
+def attention_shape(config: PretrainedConfig) -> tuple[int, int, int]:
+    """(query heads, KV heads, head_dim) of a Llama/Mistral config."""
+    n_heads = config.num_attention_heads
+    n_kv = getattr(config, "num_key_value_heads", None) or n_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // n_heads
+    return n_heads, n_kv, head_dim
+
+
 def attention_modules(model: PreTrainedModel) -> list[torch.nn.Module]:
     """The self-attention module of every layer (``blocks.{l}.attn``)."""
-    return [layer.self_attn for layer in model.model.layers]
+    return [layer.self_attn for layer in decoder_layers(model)]
 
 
 def check_layers(variant: Variant, num_layers: int) -> None:
