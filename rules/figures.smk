@@ -102,6 +102,7 @@ rule attention_figure:
     params:
         figures=figure_options,
         target=target_of,
+        experiment=lambda wc: {key: config["experiments"][wc.experiment][key] for key in ("category", "k")},  # caption
     log:
         "results/logs/attention_figure/{model}/{variant}/{experiment}/{target}/{kind}.log",
     benchmark:
