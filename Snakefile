@@ -4,6 +4,8 @@ on few-shot crossword-clue generation (the thesis's chapter 8 as a cached DAG).
     snakemake --cores 2                 # the default run (config.yaml)
     snakemake --cores 2 clues           # a named target: data, prompts, clues, attention,
                                         #   spectra, theory_checks, figures, claims, report
+    snakemake --cores 2 --report results/report.html --report-after-run
+                                        # the run, then Snakemake's HTML report of it
     snakemake -n                        # what would run
 
 The config is validated (schemas/config.schema.yaml, then cross-checks) before any job.
@@ -59,4 +61,4 @@ rule all:
         rules.attention.input,
         rules.spectra.input,
         rules.theory_checks.output,
-        rules.report.output,
+        rules.report.input,

@@ -24,9 +24,8 @@ def load_options(wildcards):
     return attnscope_config.model_load_options(model_spec(wildcards))
 
 
-def prompt_spec(wildcards):
-    """The keys of an experiment its prompts depend on (not `variants`: a new variant reruns no prompt)."""
-    return {key: config["experiments"][wildcards.experiment][key] for key in ("category", "k", "seed")}
+def experiment_plan(wildcards):
+    return PLAN.experiments[wildcards.experiment]
 
 
 def runs(pattern, **extra):
@@ -34,8 +33,8 @@ def runs(pattern, **extra):
     return [
         pattern.format(model=model, experiment=experiment, variant=variant, **extra)
         for model in PLAN.models
-        for experiment in config["experiments"]
-        for variant in PLAN.variants[experiment]
+        for experiment in PLAN.experiments
+        for variant in PLAN.experiments[experiment].variants
     ]
 
 
@@ -62,24 +61,24 @@ def _model_job(stage, wildcards, input):
         return attnscope_resources.prepare_resources(spec, model_size(wildcards))
     size = model_size(wildcards, input)
     if stage == "generate_clues":
-        experiment = config["experiments"][wildcards.experiment]
+        experiment = experiment_plan(wildcards)
         return attnscope_resources.generation_resources(
             spec,
             size,
             wildcards.variant,
-            n_prompts=len(PLAN.targets[wildcards.experiment]),
-            tokens=attnscope_resources.prompt_tokens(input.get("prompts"), experiment["k"]),
+            n_prompts=len(experiment.targets),
+            tokens=attnscope_resources.prompt_tokens(input.get("prompts"), experiment.k),
             max_new_tokens=config["generation"]["max_new_tokens"],
             batch_size=config["generation"]["batch_size"],
         )
     if stage == "extract_attention":
-        experiment = config["experiments"][wildcards.experiment]
+        experiment = experiment_plan(wildcards)
         return attnscope_resources.attention_resources(
             spec,
             size,
             wildcards.variant,
-            n_prompts=len(PLAN.targets[wildcards.experiment]),
-            tokens=attnscope_resources.prompt_tokens(input.get("prompts"), experiment["k"]),
+            n_prompts=len(experiment.targets),
+            tokens=attnscope_resources.prompt_tokens(input.get("prompts"), experiment.k),
         )
     if stage == "weight_spectra":
         return attnscope_resources.spectra_resources(size, config["spectra"]["device"])

@@ -26,8 +26,8 @@ rule check_targets:
     output:
         report="results/data/targets/{experiment}.json",
     params:
-        category=lambda wc: config["experiments"][wc.experiment]["category"],
-        targets=lambda wc: PLAN.targets[wc.experiment],
+        category=lambda wc: experiment_plan(wc).category,
+        targets=lambda wc: experiment_plan(wc).targets,
     log:
         "results/logs/check_targets/{experiment}.log",
     benchmark:
@@ -41,4 +41,4 @@ rule check_targets:
 rule data:
     input:
         rules.import_clues.output,
-        expand(rules.check_targets.output.report, experiment=config["experiments"]),
+        expand(rules.check_targets.output.report, experiment=PLAN.experiments),

@@ -1,7 +1,6 @@
 # Publication figures (docs/figures.md), config section `figures:`. Every figure is written as
 # PNG and SVG under results/figures/ and marked for the HTML report with a caption (report/).
-import re as _re
-import sys as _sys
+
 
 wildcard_constraints:
     target=r"[\w-]+",
@@ -11,11 +10,6 @@ wildcard_constraints:
 FIGURE_FORMATS = ("png", "svg")
 FIGURE_KEYS = ("dpi", "grid_layers", "cosine_layers", "pass_columns", "color_max")
 """The `figures:` keys the attention-map figures depend on (their params, hence rerun trigger)."""
-
-
-def target_slug(target):
-    """A target word as a path component (letters, digits, '-' and '_')."""
-    return _re.sub(r"[^\w-]+", "_", target)
 
 
 MAP_KINDS = {
@@ -28,39 +22,9 @@ MAP_KINDS = {
 }
 
 
-def _map_figures():
-    """{(experiment, variant, target slug, kind): target} of every attention-map figure in
-    `figures.maps`; experiments, variants and targets the run lacks are skipped with a warning
-    (a config that replaces `experiments:` keeps working)."""
-    figures = {}
-    for i, entry in enumerate(config["figures"]["maps"]):
-        for experiment in entry["experiments"]:
-            if experiment not in config["experiments"]:
-                print(f"figures.maps[{i}]: no experiment {experiment!r} in this run; skipped", file=_sys.stderr)
-                continue
-            run = PLAN.variants[experiment]
-            targets = {t.casefold(): t for t in PLAN.targets[experiment]}
-            chosen = run if entry["variants"] == "all" else [v for v in entry["variants"] if v in run]
-            wanted = list(targets.values()) if entry["targets"] == "all" else [
-                targets[t.casefold()] for t in entry["targets"] if t.casefold() in targets
-            ]
-            lacking = [v for v in entry["variants"] if v not in run] if entry["variants"] != "all" else []
-            lacking += [t for t in entry["targets"] if t.casefold() not in targets] if entry["targets"] != "all" else []
-            if lacking:
-                print(f"figures.maps[{i}]: {experiment} has no {', '.join(lacking)}; skipped", file=_sys.stderr)
-            for variant in chosen:
-                for target in wanted:
-                    for kind in entry["kinds"]:
-                        figures[(experiment, variant, target_slug(target), kind)] = target
-    return figures
-
-
-MAP_FIGURES = _map_figures()
-
-
 def target_of(wildcards):
     key = (wildcards.experiment, wildcards.variant, wildcards.target, wildcards.kind)
-    return MAP_FIGURES[key]
+    return PLAN.map_figures[key]
 
 
 def figure_options(wildcards):
@@ -71,18 +35,30 @@ def figure_paths(stem):
     return [f"{stem}.{ext}" for ext in FIGURE_FORMATS]
 
 
-def figure_outputs(stem, caption, category, subcategory=None, labels=None):
-    """{png, svg} outputs of one figure; the PNG goes into the report with its caption."""
+def figure_outputs(stem, caption, category, subcategory=None, labels=None, prefix=""):
+    """{png, svg} outputs of one figure (named ``{prefix}png``, ``{prefix}svg``); the PNG goes into
+    the report with its caption."""
     return {
-        "png": report(
+        f"{prefix}png": report(
             f"{stem}.png",
             caption=f"../report/{caption}.rst",
             category=category,
             subcategory=subcategory,
             labels=labels,
         ),
-        "svg": f"{stem}.svg",
+        f"{prefix}svg": f"{stem}.svg",
     }
+
+
+def figure_set_outputs(folder, figures, category):
+    """The outputs of several figures one job draws: ``figures`` maps a file stem (also its
+    caption's name in report/) to its thesis-figure label; outputs ``{stem}_png``, ``{stem}_svg``."""
+    outputs = {}
+    for stem, label in figures.items():
+        outputs.update(
+            figure_outputs(f"{folder}/{stem}", stem, category, labels={"figure": label}, prefix=f"{stem}_")
+        )
+    return outputs
 
 
 MAPS = "results/figures/{model}/{variant}/{experiment}/{target}"
@@ -102,7 +78,7 @@ rule attention_figure:
     params:
         figures=figure_options,
         target=target_of,
-        experiment=lambda wc: {key: config["experiments"][wc.experiment][key] for key in ("category", "k")},  # caption
+        experiment=lambda wc: {"category": experiment_plan(wc).category, "k": experiment_plan(wc).k},  # caption
     log:
         "results/logs/attention_figure/{model}/{variant}/{experiment}/{target}/{kind}.log",
     benchmark:
@@ -117,7 +93,7 @@ rule metric_curves:
     input:
         summaries=lambda wc: [
             f"results/metrics/{wc.model}/{variant}/{wc.experiment}.summary.parquet"
-            for variant in PLAN.variants[wc.experiment]
+            for variant in experiment_plan(wc).variants
         ],
     output:
         **figure_outputs(
@@ -125,10 +101,10 @@ rule metric_curves:
             labels={"experiment": "{experiment}"},
         ),
     params:
-        variants=lambda wc: PLAN.variants[wc.experiment],
+        variants=lambda wc: experiment_plan(wc).variants,
         metrics=lambda wc: config["figures"]["curve_metrics"],
         dpi=lambda wc: config["figures"]["dpi"],
-        experiment=lambda wc: {key: config["experiments"][wc.experiment][key] for key in ("category", "k")},
+        experiment=lambda wc: {"category": experiment_plan(wc).category, "k": experiment_plan(wc).k},
     log:
         "results/logs/metric_curves/{model}/{experiment}.log",
     benchmark:
@@ -140,10 +116,14 @@ rule metric_curves:
 
 
 SPECTRA = "results/spectra/{model}"
-
-
-def random_variant(wildcards=None):
-    return config["spectra"]["random_variant"]
+SPECTRA_FIGURES = {
+    "spectra_random": "A.19 random init",
+    "spectra_attention": "A.20 W_q, W_k, W_v, W_o",
+    "spectra_mlp": "A.21 MLP",
+    "base_alignment": "A.22 Tr(W_qᵀW_k)",
+}
+"""The figures of spectra_figures (file stem → thesis figure), drawn by plots.spectra_figures."""
+THEORY_FIGURES = {"mp_density": "2.4 Marchenko–Pastur", "slerp_kl": "5.1 SLERP–KL"}
 
 
 rule spectra_figures:
@@ -151,24 +131,13 @@ rule spectra_figures:
         trained=f"{SPECTRA}/trained.parquet",
         trained_sv=f"{SPECTRA}/trained.zarr",
         trained_alignment=f"{SPECTRA}/trained_alignment.parquet",
-        random=lambda wc: f"{SPECTRA.format(model=wc.model)}/{random_variant()}.parquet",
-        random_sv=lambda wc: f"{SPECTRA.format(model=wc.model)}/{random_variant()}.zarr",
-        random_alignment=lambda wc: f"{SPECTRA.format(model=wc.model)}/{random_variant()}_alignment.parquet",
+        random=f"{SPECTRA}/{PLAN.random_variant}.parquet",
+        random_sv=f"{SPECTRA}/{PLAN.random_variant}.zarr",
+        random_alignment=f"{SPECTRA}/{PLAN.random_variant}_alignment.parquet",
     output:
-        **{f"random_{k}": v for k, v in figure_outputs(
-            "results/figures/{model}/spectra_random", "spectra_random", "Weight spectra",
-            labels={"figure": "A.19 random init"}).items()},
-        **{f"attention_{k}": v for k, v in figure_outputs(
-            "results/figures/{model}/spectra_attention", "spectra_attention", "Weight spectra",
-            labels={"figure": "A.20 W_q, W_k, W_v, W_o"}).items()},
-        **{f"mlp_{k}": v for k, v in figure_outputs(
-            "results/figures/{model}/spectra_mlp", "spectra_mlp", "Weight spectra",
-            labels={"figure": "A.21 MLP"}).items()},
-        **{f"alignment_{k}": v for k, v in figure_outputs(
-            "results/figures/{model}/base_alignment", "base_alignment", "Weight spectra",
-            labels={"figure": "A.22 Tr(W_qᵀW_k)"}).items()},
+        **figure_set_outputs("results/figures/{model}", SPECTRA_FIGURES, "Weight spectra"),
     params:
-        random_variant=random_variant,
+        random_variant=PLAN.random_variant,
         dpi=lambda wc: config["figures"]["dpi"],
     log:
         "results/logs/spectra_figures/{model}.log",
@@ -182,10 +151,7 @@ rule spectra_figures:
 
 rule theory_figures:
     output:
-        **{f"mp_{k}": v for k, v in figure_outputs(
-            "results/figures/theory/mp_density", "mp_density", "Theory", labels={"figure": "2.4 Marchenko–Pastur"}).items()},
-        **{f"slerp_{k}": v for k, v in figure_outputs(
-            "results/figures/theory/slerp_kl", "slerp_kl", "Theory", labels={"figure": "5.1 SLERP–KL"}).items()},
+        **figure_set_outputs("results/figures/theory", THEORY_FIGURES, "Theory"),
     params:
         theory=lambda wc: {key: config["theory"][key] for key in ("seed", "slerp_dim", "slerp_pairs", "slerp_length")},
         mp_shapes=lambda wc: config["figures"]["mp_shapes"],
@@ -203,10 +169,11 @@ rule theory_figures:
 rule clue_comparison:
     input:
         clues=lambda wc: [
-            f"results/clues/{wc.model}/{variant}/{wc.experiment}.parquet" for variant in PLAN.variants[wc.experiment]
+            f"results/clues/{wc.model}/{variant}/{wc.experiment}.parquet" for variant in experiment_plan(wc).variants
         ],
         tables=lambda wc: [
-            f"results/tables/{wc.model}/{variant}/{wc.experiment}_clues.csv" for variant in PLAN.variants[wc.experiment]
+            f"results/tables/{wc.model}/{variant}/{wc.experiment}_clues.csv"
+            for variant in experiment_plan(wc).variants
         ],
     output:
         csv="results/tables/{model}/{experiment}_variants.csv",
@@ -216,7 +183,7 @@ rule clue_comparison:
             category="Clue tables", labels={"experiment": "{experiment}"},
         ),
     params:
-        variants=lambda wc: PLAN.variants[wc.experiment],
+        variants=lambda wc: experiment_plan(wc).variants,
     log:
         "results/logs/clue_comparison/{model}/{experiment}.log",
     benchmark:
@@ -231,18 +198,18 @@ def figure_targets():
     """Every figure, clue table and comparison of the selected models (PNG and SVG)."""
     files = []
     for model in PLAN.models:
-        for experiment, variant, target, kind in MAP_FIGURES:
+        for experiment, variant, target, kind in PLAN.map_figures:
             stem = MAPS.format(model=model, variant=variant, experiment=experiment, target=target)
             files += figure_paths(f"{stem}/{kind}")
-        for experiment in config["experiments"]:
+        for experiment in PLAN.experiments:
             files += figure_paths(f"results/figures/{model}/{experiment}_metric_curves")
             files += [
                 f"results/tables/{model}/{experiment}_variants.csv",
                 f"results/figures/{model}/{experiment}_clues.html",
             ]
-        for name in ("spectra_random", "spectra_attention", "spectra_mlp", "base_alignment"):
+        for name in SPECTRA_FIGURES:
             files += figure_paths(f"results/figures/{model}/{name}")
-    files += [p for name in ("mp_density", "slerp_kl") for p in figure_paths(f"results/figures/theory/{name}")]
+    files += [p for name in THEORY_FIGURES for p in figure_paths(f"results/figures/theory/{name}")]
     return files
 
 

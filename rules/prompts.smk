@@ -5,13 +5,13 @@ rule build_prompts:
     input:
         clues="results/data/clues.parquet",
         manifest="results/models/{model}/manifest.json",
-        target_files=lambda wc: PLAN.target_files[wc.experiment],
+        target_files=lambda wc: experiment_plan(wc).target_files,
     output:
         prompts="results/prompts/{model}/{experiment}.parquet",
     params:
-        experiment=prompt_spec,
-        targets=lambda wc: PLAN.targets[wc.experiment],
-        prompt_format=lambda wc: PLAN.prompt_formats[wc.experiment],
+        experiment=lambda wc: experiment_plan(wc).prompt_spec,
+        targets=lambda wc: experiment_plan(wc).targets,
+        prompt_format=lambda wc: experiment_plan(wc).prompt_format,
         chat_template=lambda wc: model_spec(wc)["chat_template"],
     log:
         "results/logs/build_prompts/{model}/{experiment}.log",

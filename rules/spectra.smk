@@ -5,17 +5,6 @@
 # variants and random_variant only decide which jobs exist.
 SPECTRA_KEYS = ("include_embeddings", "method", "device", "max_batch_mb")
 
-for _i, _variant in enumerate([*config["spectra"]["variants"], config["spectra"]["random_variant"]]):
-    try:
-        attnscope_variants.parse(_variant)
-    except ValueError as _exc:
-        _key = f"variants[{_i}]" if _i < len(config["spectra"]["variants"]) else "random_variant"
-        raise attnscope_config.ConfigError(f"spectra.{_key}: {_exc}") from None
-if attnscope_variants.parse(config["spectra"]["random_variant"]).kind != "random":
-    raise attnscope_config.ConfigError(
-        f"spectra.random_variant: {config['spectra']['random_variant']!r} is not a random-s<seed> variant"
-    )
-
 
 def spectra_options(wildcards):
     return {key: config["spectra"][key] for key in SPECTRA_KEYS}
@@ -45,12 +34,12 @@ rule weight_spectra:
 rule spectra_comparison:
     input:
         trained="results/spectra/{model}/trained.parquet",
-        random=lambda wc: f"results/spectra/{wc.model}/{config['spectra']['random_variant']}.parquet",
+        random=lambda wc: f"results/spectra/{wc.model}/{PLAN.random_variant}.parquet",
     output:
         table="results/spectra/{model}/learned_vs_random.parquet",
         markdown="results/spectra/{model}/learned_vs_random.md",
     params:
-        random_variant=lambda wc: config["spectra"]["random_variant"],
+        random_variant=PLAN.random_variant,
     log:
         "results/logs/spectra_comparison/{model}.log",
     benchmark:
@@ -58,7 +47,7 @@ rule spectra_comparison:
     resources:
         **fixed_resources(mem_mb=500, runtime=5),
     script:
-        "../scripts/weight_spectra.py"
+        "../scripts/spectra_comparison.py"
 
 
 rule spectra:
@@ -66,9 +55,7 @@ rule spectra:
         [
             f"results/spectra/{model}/{variant}{suffix}"
             for model in PLAN.models
-            for variant in dict.fromkeys(
-                ["trained", *config["spectra"]["variants"], config["spectra"]["random_variant"]]
-            )
+            for variant in PLAN.spectra_variants
             for suffix in (".parquet", ".zarr", "_alignment.parquet")
         ],
         expand("results/spectra/{model}/learned_vs_random.{ext}", model=PLAN.models, ext=("parquet", "md")),

@@ -3,53 +3,21 @@ HTML page for the report)."""
 
 import pandas as pd
 
-from attnscope import __version__, claims, io, report
-from attnscope.store import open_store
+from attnscope import __version__, claims, evidence, io, report
 
 log = io.setup_script_logging(snakemake.log[0])
+layout = evidence.evidence_layout(**snakemake.params.claims)
 tables = []
-for model, layout in snakemake.params.layout.items():
-    experiment = layout["experiment"]
-    metrics = pd.concat(
-        [
-            claims.head_mean_rows(pd.read_parquet(path), variant)
-            for variant, path in layout["metrics"].items()
-        ],
-        ignore_index=True,
-    )
-    prompts = {
-        exp: pd.read_parquet(path).set_index("prompt_index") for exp, path in layout["prompts"].items()
-    }
-    clue_frames = []
-    for variant, exp, path in layout["clues"]:
-        clues = pd.read_parquet(path)
-        words = prompts[exp].loc[clues["prompt_index"], "words"]
-        clues["copy_share"] = [claims.copy_share(c, w) for c, w in zip(clues["clue"], words)]
-        clue_frames.append(clues.assign(variant=variant, experiment=exp))
-    evidence = claims.Evidence(
-        model=model,
-        experiment=experiment,
-        metrics=metrics,
-        value_domain=claims.store_value_domain(layout["store"]) if layout["store"] else None,
-        spectra=pd.read_parquet(layout["spectra"]),
-        alignment=pd.read_parquet(layout["alignment"]),
-        clues=pd.concat(clue_frames, ignore_index=True),
-    )
-    table = claims.evaluate(evidence)
+for model, entry in layout.items():
+    table = claims.evaluate(evidence.load_evidence(model, entry))
     for row in table.itertuples():
         log.info("%s %s: %s (%s)", model, row.claim, row.verdict, row.measured)
     tables.append(table)
 table = pd.concat(tables, ignore_index=True)
 # The layout names the inputs; their digests say what they hold (generation, attention, spectra settings).
-upstream = {
-    path: open_store(path).attrs["config_digest"]
-    if path.endswith(".zarr")
-    else io.read_parquet_metadata(path)["config_digest"]
-    for path in snakemake.input
-}
 thresholds = claims.Thresholds().__dict__
 meta = {
-    "config_digest": io.config_digest(snakemake.params.layout, upstream, thresholds),
+    "config_digest": io.config_digest(layout, evidence.input_digests(snakemake.input), thresholds),
     "rule": "claims",
     "thresholds": thresholds,
     "attnscope_version": __version__,

@@ -18,7 +18,7 @@ for rows, cols in params.mp_shapes:
 fig = plots.plot_mp_density(
     samples, "Marchenko–Pastur law of WᵀW for Gaussian random matrices (thesis fig. 2.4)"
 )
-plots.save_figure(fig, [snakemake.output.mp_png, snakemake.output.mp_svg], params.dpi)
+plots.save_figure(fig, [snakemake.output.mp_density_png, snakemake.output.mp_density_svg], params.dpi)
 
 curve = theory.slerp_kl_curve(
     seed=th["seed"], dim=th["slerp_dim"], pairs=th["slerp_pairs"], length=th["slerp_length"]
@@ -33,5 +33,5 @@ title = (
     f"radius {th['slerp_length']:g} (thesis fig. 5.1)"
 )
 fig = plots.plot_slerp_kl(curve.t, curve.kl, fit.fitted, fit_text, title)
-plots.save_figure(fig, [snakemake.output.slerp_png, snakemake.output.slerp_svg], params.dpi)
+plots.save_figure(fig, [snakemake.output.slerp_kl_png, snakemake.output.slerp_kl_svg], params.dpi)
 log.info("MP shapes %s; SLERP fit residual %.3g", params.mp_shapes, float(fit.rel_residual))

@@ -24,6 +24,19 @@ def snakemake_command(workdir: Path, *args: str) -> list[str]:
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
 
+def workflow_config() -> dict:
+    """config.yaml with the test models of tests/configs/tiny-models.yaml and the data paths
+    made absolute, so that a run in any working directory finds this checkout's files."""
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["models"].update(
+        yaml.safe_load((REPO / "tests" / "configs" / "tiny-models.yaml").read_text())["models"]
+    )
+    for entry in config["data"]["clue_files"]:
+        entry["path"] = str(REPO / entry["path"])
+    config["data"]["targets"] = {c: str(REPO / p) for c, p in config["data"]["targets"].items()}
+    return config
+
+
 def tiny_spec(architecture: str = "mistral", tokenizer: str = "mistral-v1", **overrides) -> dict:
     """A tiny random model spec as the schema fills it (GQA: 4 query heads, 2 KV heads)."""
     spec = {

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from attnscope import claims
+from attnscope.evidence import Evidence, copy_share, value_domain
 
 LAYERS = 9  # thirds: 0-2 early, 3-5 middle, 6-8 late
 BASE = {
@@ -36,15 +37,15 @@ def thirds(early: float, middle: float, late: float) -> list[float]:
     return [early] * 3 + [middle] * 3 + [late] * 3
 
 
-def verdict(evidence: claims.Evidence, claim: str) -> str:
+def verdict(evidence: Evidence, claim: str) -> str:
     table = claims.evaluate(evidence)
     row = table[table["claim"] == claim]
     assert len(row) == 1, table
     return row["verdict"].iloc[0]
 
 
-def evidence(*frames: pd.DataFrame, **parts) -> claims.Evidence:
-    return claims.Evidence("m", "animals-k3", pd.concat(frames, ignore_index=True), **parts)
+def evidence(*frames: pd.DataFrame, **parts) -> Evidence:
+    return Evidence("m", "animals-k3", pd.concat(frames, ignore_index=True), **parts)
 
 
 @pytest.mark.parametrize(
@@ -89,11 +90,11 @@ def test_within_shot_share_of_layers():
 def test_value_domain_from_maps():
     keep = np.arange(4)
     flat = np.tril(np.full((2, 4, 4), 0.05))  # every causal value 0.05 → 100 % small
-    table = claims.value_domain([(flat, keep)])
+    table = value_domain([(flat, keep)])
     assert list(table["n_values"]) == [10, 10] and list(table["n_small"]) == [10, 10]
     assert verdict(evidence(metrics(), value_domain=table), "value-domain") == claims.SUPPORTED
     peaked = np.tril(np.full((2, 4, 4), 0.5))
-    table = claims.value_domain([(peaked, keep)])
+    table = value_domain([(peaked, keep)])
     assert verdict(evidence(metrics(), value_domain=table), "value-domain") == claims.CONTRADICTED
     mixed = pd.DataFrame({"layer": [0], "n_values": [100], "n_small": [80]})
     assert verdict(evidence(metrics(), value_domain=mixed), "value-domain") == claims.INCONCLUSIVE
@@ -103,7 +104,7 @@ def test_value_domain_from_maps():
 def test_value_domain_counts_only_kept_tokens_and_the_causal_triangle():
     a = np.zeros((1, 3, 3))
     a[0, 2, 0] = 0.9  # a large value on a token that is not drawn
-    table = claims.value_domain([(a, np.array([1, 2]))])
+    table = value_domain([(a, np.array([1, 2]))])
     assert table.loc[0, "n_values"] == 3 and table.loc[0, "n_small"] == 3
 
 
@@ -277,9 +278,9 @@ def test_more_shots_and_generation_claims():
 
 def test_copy_share():
     prompt = "Just give one answer marking the end with a".split()
-    assert claims.copy_share("Give one answer, marking the end", prompt) == 1.0
-    assert claims.copy_share("Tiny toiler lifts", prompt) == 0.0
-    assert np.isnan(claims.copy_share("Ant", prompt))
+    assert copy_share("Give one answer, marking the end", prompt) == 1.0
+    assert copy_share("Tiny toiler lifts", prompt) == 0.0
+    assert np.isnan(copy_share("Ant", prompt))
 
 
 def test_table_and_markdown():

@@ -7,17 +7,13 @@ import pytest
 import yaml
 
 from attnscope import config as cfg
-from tests.conftest import REPO, snakemake_command
+from tests.conftest import REPO, snakemake_command, workflow_config
 
 SCHEMA = REPO / "schemas" / "config.schema.yaml"
 
 
 def default_config() -> dict:
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
-    for entry in config["data"]["clue_files"]:
-        entry["path"] = str(REPO / entry["path"])
-    config["data"]["targets"] = {c: str(REPO / p) for c, p in config["data"]["targets"].items()}
-    return config
+    return workflow_config()
 
 
 def checked(config: dict) -> cfg.Plan:
@@ -33,8 +29,34 @@ def test_default_config_is_valid_and_gets_defaults():
     assert config["models"]["smollm2"]["quantization"] == "none"
     assert config["data"]["clue_files"][0]["format"] == "auto"
     assert plan.models == ["smollm2"]
-    assert plan.targets["animals-k3"][:3] == ["Ant", "Bee", "Fox"] and len(plan.targets["animals-k3"]) == 30
-    assert plan.variants["animals-k5"] == ["trained"]
+    animals = plan.experiments["animals-k3"]
+    assert animals.targets[:3] == ["Ant", "Bee", "Fox"] and len(animals.targets) == 30
+    assert animals.prompt_spec == {"category": "Animals", "k": 3, "seed": 0}
+    assert plan.experiments["animals-k5"].variants == ["trained"]
+    assert plan.claims_experiment == "animals-k3" and plan.random_variant == "random-s0"
+    assert plan.spectra_variants == ["trained", "random-s0", "qkscale-a2", "qkscale-a0.5"]
+    # figures.maps: 2 experiments × 5 targets word grids, 4 kinds of Ant, 2 kinds × 4 variants of Ant
+    assert len(plan.map_figures) == 10 + 4 + 2 * len(animals.variants) - 2  # Ant's trained word_grid twice
+    assert plan.map_figures[("animals-k3", "trained", "Ant", "cosine")] == "Ant"
+    assert not plan.warnings
+
+
+def test_plan_skips_figures_the_run_lacks_with_a_warning():
+    config = default_config()
+    config["figures"]["maps"] = [
+        {
+            "experiments": ["animals-k3", "birds"],
+            "variants": ["trained", "qkscale-a3"],
+            "targets": ["ant", "Yeti"],
+            "kinds": ["word_grid"],
+        }
+    ]
+    plan = checked(config)
+    assert plan.map_figures == {("animals-k3", "trained", "Ant", "word_grid"): "Ant"}
+    assert plan.warnings == [
+        "figures.maps[0]: animals-k3 has no qkscale-a3, Yeti; skipped",
+        "figures.maps[0]: no experiment 'birds' in this run; skipped",
+    ]
 
 
 def mutated(path: list, value) -> dict:
@@ -106,6 +128,13 @@ def test_schema_errors_name_the_key(path, value, message):
             r"models\.smollm2\.initializer_range: required for source: embedded.*SmolLM2-135M: 0\.0416",
         ),
         (["models", "mistral7b", "id"], KeyError, None),
+        (["spectra", "variants"], ["trained", "qkscale-a0"], r"spectra\.variants\[1\]: .*alpha must be > 0"),
+        (
+            ["spectra", "random_variant"],
+            "qkscale-a2",
+            r"spectra\.random_variant: 'qkscale-a2' does not match",
+        ),
+        (["claims", "experiment"], "animals-k9", r"claims\.experiment: no experiment 'animals-k9'"),
     ],
 )
 def test_cross_check_errors_name_the_key(path, value, message):

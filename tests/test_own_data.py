@@ -13,7 +13,7 @@ import yaml
 
 from attnscope import data, models, prompts
 from tests.conftest import REPO
-from tests.test_workflow import snakemake, tiny_config
+from tests.test_workflow import REPORT_AFTER_RUN, snakemake, tiny_config
 
 # Written for these tests: the shot pool (thesis format) and new target words, none of
 # which has a clue in the pool.
@@ -197,7 +197,8 @@ def test_second_task_through_the_whole_workflow(tmp_path, embedded_model_dir):
     models_dir.mkdir(parents=True)
     shutil.copytree(embedded_model_dir, models_dir / "smollm2")
     write_config(tmp_path, config)
-    snakemake(tmp_path, "--replace-workflow-config", "--configfile", str(tmp_path / "config.yaml"))
+    config_file = str(tmp_path / "config.yaml")
+    snakemake(tmp_path, "--replace-workflow-config", "--configfile", config_file, *REPORT_AFTER_RUN)
     results = tmp_path / "results"
     fmt = prompts.resolve_format(config["prompts"])
     tokenizer = models.load_tokenizer(results / "models" / "smollm2")

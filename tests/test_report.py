@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from attnscope import claims, report
-from tests.test_workflow import snakemake, tiny_config
+from tests.test_workflow import REPORT_AFTER_RUN, snakemake, tiny_config
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_FLAGS = [
@@ -89,7 +89,7 @@ def report_config() -> dict:
 @pytest.fixture(scope="module")
 def report_run(tmp_path_factory) -> Path:
     workdir = tmp_path_factory.mktemp("report-run")
-    snakemake(workdir, "report", config=report_config())
+    snakemake(workdir, "report", *REPORT_AFTER_RUN, config=report_config())
     return workdir
 
 

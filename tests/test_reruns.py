@@ -4,8 +4,8 @@ One real run of the default target, then Snakemake dry runs after each change. T
 expected jobs are read off a `--forceall` dry run of the changed config (all its jobs)
 by their wildcards, e.g. "every job of variant qkscale-a2 of animals-k2", so the tests
 hold for every stage in the default target, present and future. Jobs that combine others
-(an experiment's variant comparison, a model's spectra figures, the claims table and the
-report) rerun with what they combine, and only then (`with_aggregates`). Every value a rule uses
+(an experiment's variant comparison, a model's spectra figures, the claims table) rerun with
+what they combine, and only then (`with_aggregates`). Every value a rule uses
 reaches it through `params:` (Snakemake's params rerun trigger); a rule that read config
 any other way would be missed by the dry run, and the changed-value cases below fail.
 """

@@ -12,16 +12,16 @@ import yaml
 import zarr
 
 from attnscope import io
-from tests.conftest import REPO, snakemake_command
+from tests.conftest import snakemake_command, workflow_config
 
 pytestmark = pytest.mark.integration
 
+REPORT_AFTER_RUN = ("--report", "results/report.html", "--report-after-run")
+"""Snakemake's HTML report of the run, written after it (README: the documented command)."""
+
 
 def tiny_config(model: str = "tiny-mistral", **experiments) -> dict:
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
-    for entry in config["data"]["clue_files"]:
-        entry["path"] = str(REPO / entry["path"])
-    config["data"]["targets"] = {c: str(REPO / p) for c, p in config["data"]["targets"].items()}
+    config = workflow_config()
     config["model"] = model
     config["experiments"] = experiments or {
         "animals-k2": {"category": "Animals", "k": 2, "n_targets": 3},
@@ -89,16 +89,13 @@ model's spectra comparison rerun with the jobs they combine (same model, experim
 
 
 def with_aggregates(selected: list, jobs: list) -> list:
-    """`selected` plus the jobs of `jobs` that combine them: the aggregates above, the
-    claims table (it reads every experiment's results of a model) and the report (its
-    params hold the whole config, so it reruns on any change)."""
-    combining = (*AGGREGATE_SOURCES, "claims", "report")
+    """`selected` plus the jobs of `jobs` that combine them: the aggregates above and the
+    claims table (it reads every experiment's results of a model)."""
+    combining = (*AGGREGATE_SOURCES, "claims")
     chosen = sorted({job for job in selected if job[0] not in combining})
     found = [set(wc.split(", ")) for _, wc in chosen]
 
     def combines(rule: str, wildcards: str) -> bool:
-        if rule == "report":
-            return bool(chosen)
         if rule == "claims":
             return any(w.startswith("model=") for keys in found for w in keys)
         keys = set(wildcards.split(", "))
@@ -168,7 +165,6 @@ def test_changing_one_k_reruns_only_that_experiment(tiny_run, tmp_path):
         ("claims", ""),
         ("clue_comparison", "model=tiny-mistral, experiment=food-k3"),
         ("metric_curves", "model=tiny-mistral, experiment=food-k3"),
-        ("report", ""),
     ]
     assert planned_jobs(tiny_run) == sorted(food + combined)
     # Changing the generation budget reruns generation of every experiment and the attention
@@ -176,7 +172,7 @@ def test_changing_one_k_reruns_only_that_experiment(tiny_run, tmp_path):
     config = tiny_config()
     config["generation"]["max_new_tokens"] = 5
     (tiny_run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    summaries = {"clue_comparison", "metric_curves", "claims", "report"}
+    summaries = {"clue_comparison", "metric_curves", "claims"}
     assert {rule for rule, _ in planned_jobs(tiny_run)} == {
         "generate_clues",
         "clue_table",

@@ -15,17 +15,15 @@ middle, late), every metric averaged over the experiment's prompts per layer.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from attnscope import variants as variant_names
+from attnscope.evidence import SMALL_VALUE, Evidence
 from attnscope.io import markdown_table
-from attnscope.prompts import WORD_PATTERN
-from attnscope.store import HEAD_MEAN, WORD_SEGMENTS, open_store, prompt_groups
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURED = (
     "supported",
@@ -47,8 +45,6 @@ COLUMNS = [
     "experiment",
     "variants",
 ]
-SMALL_VALUE = 0.1
-"""The thesis's value domain of token-level attention, [0, 0.1] (ch. 8.2)."""
 
 
 @dataclass(frozen=True)
@@ -83,40 +79,6 @@ class Thresholds:
     """mean share of a clue's word bigrams found in its prompt that counts as copying"""
     broken_share: float = 0.5
     """share of empty or unterminated clues that counts as 'empty or broken'"""
-
-
-@dataclass
-class Evidence:
-    """Everything the claims of one model are measured on (missing parts: ``None``/empty).
-
-    - ``metrics``: head-mean rows of every variant of the reference experiment: variant,
-      prompt_index, layer and the metric columns of :mod:`attnscope.metrics`;
-    - ``value_domain``: trained, reference experiment, per layer: ``n_values`` (causal
-      entries of the plotted token maps of all prompts) and ``n_small`` (those ≤ 0.1);
-    - ``spectra``: the learned-vs-random table of :func:`attnscope.spectra.compare_learned_random`;
-    - ``alignment``: the trained model's base-alignment table (:func:`attnscope.spectra.base_alignment`);
-    - ``clues``: generated clues of every variant and experiment: variant, experiment,
-      category, k, clue, format_ok, chrf, copy_share (:func:`copy_share`).
-    """
-
-    model: str
-    experiment: str
-    metrics: pd.DataFrame = field(default_factory=pd.DataFrame)
-    value_domain: pd.DataFrame | None = None
-    spectra: pd.DataFrame | None = None
-    alignment: pd.DataFrame | None = None
-    clues: pd.DataFrame | None = None
-
-    def variants(self) -> list[str]:
-        return list(dict.fromkeys(self.metrics["variant"])) if "variant" in self.metrics else []
-
-    def layer_means(self, variant: str) -> pd.DataFrame | None:
-        """Per layer, the prompt mean of every metric for ``variant`` (None if not run)."""
-        rows = self.metrics[self.metrics["variant"] == variant] if "variant" in self.metrics else None
-        if rows is None or rows.empty:
-            return None
-        numeric = rows.drop(columns=["variant", "prompt_index", "head"], errors="ignore")
-        return numeric.groupby("layer").mean(numeric_only=True).sort_index()
 
 
 @dataclass(frozen=True)
@@ -195,18 +157,6 @@ def pick_variant(
         distance = abs(np.log(v.alpha / target)) if target and v.alpha else 0.0
         candidates.append((distance, name))
     return min(candidates)[1] if candidates else None
-
-
-def copy_share(clue: str, prompt_words: Iterable[str]) -> float:
-    """Share of the clue's word bigrams (case-folded) that occur in the prompt's words (NaN
-    for clues shorter than two words): how much of a clue is copied from its prompt."""
-    words = [w.casefold() for w in prompt_words]
-    prompt_bigrams = set(zip(words, words[1:]))
-    clue_words = [w.casefold() for w in WORD_PATTERN.findall(clue)]
-    bigrams = list(zip(clue_words, clue_words[1:]))
-    if not bigrams:
-        return float("nan")
-    return sum(b in prompt_bigrams for b in bigrams) / len(bigrams)
 
 
 # --------------------------------------------------------------------------- the claims
@@ -625,44 +575,6 @@ def evaluate(evidence: Evidence, thresholds: Thresholds = _T) -> pd.DataFrame:
                 }
             )
     return pd.DataFrame(rows, columns=COLUMNS)
-
-
-# --------------------------------------------------------------------------- inputs
-
-
-def head_mean_rows(metrics: pd.DataFrame, variant: str) -> pd.DataFrame:
-    """The head-mean rows of a metrics table, labelled with their variant."""
-    rows = metrics[metrics["head"] == HEAD_MEAN].drop(columns=["head"])
-    return rows.assign(variant=variant)
-
-
-def value_domain(maps: Iterable[tuple[np.ndarray, np.ndarray]], small: float = SMALL_VALUE) -> pd.DataFrame:
-    """Per layer, how many causal values of the plotted token maps there are and how many are
-    ≤ ``small``: ``maps`` yields (head_mean [layer, n, n], plotted token indices) per prompt."""
-    counts: dict[int, list[int]] = {}
-    for head_mean, keep in maps:
-        sub = np.asarray(head_mean)[:, keep][:, :, keep].astype(np.float32)
-        causal = np.tril(np.ones(sub.shape[1:], bool))
-        for layer, a in enumerate(sub):
-            values = a[causal]
-            total = counts.setdefault(layer, [0, 0])
-            total[0] += values.size
-            total[1] += int((values <= small).sum())
-    return pd.DataFrame(
-        [(layer, n, s) for layer, (n, s) in sorted(counts.items())], columns=["layer", "n_values", "n_small"]
-    )
-
-
-def store_value_domain(path: str | os.PathLike) -> pd.DataFrame:
-    """:func:`value_domain` of every prompt of an attention store (head-mean maps over the
-    tokens of :data:`attnscope.store.WORD_SEGMENTS`, the plotted ones)."""
-
-    def maps() -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        for group in prompt_groups(open_store(path)):
-            keep = np.flatnonzero(np.isin(group.attrs["token_segment"], WORD_SEGMENTS))
-            yield group["head_mean"][...], keep
-
-    return value_domain(maps())
 
 
 def claims_markdown(table: pd.DataFrame) -> str:

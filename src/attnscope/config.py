@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,16 +31,37 @@ class ConfigError(ValueError):
     """An invalid config; the message names the offending key."""
 
 
+@dataclass(frozen=True)
+class ExperimentPlan:
+    """One experiment of the run, resolved: its targets, variants and prompt format."""
+
+    name: str
+    category: str
+    k: int
+    seed: int
+    targets: list[str]
+    target_files: list[str]  # the target-list file the targets came from (none when listed in the config)
+    variants: list[str]
+    prompt_format: dict[str, str | None]
+
+    @property
+    def prompt_spec(self) -> dict[str, Any]:
+        """The keys the prompts depend on (not the variants: a new variant reruns no prompt)."""
+        return {"category": self.category, "k": self.k, "seed": self.seed}
+
+
 @dataclass
 class Plan:
-    """What the workflow runs, resolved from a valid config."""
+    """What the workflow runs, resolved from a valid config: every decision a rule file reads."""
 
     models: list[str]
-    targets: dict[str, list[str]] = field(default_factory=dict)
-    target_files: dict[str, list[str]] = field(default_factory=dict)
-    variants: dict[str, list[str]] = field(default_factory=dict)
-    prompt_formats: dict[str, dict[str, str | None]] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)  # likely typos in target words
+    experiments: dict[str, ExperimentPlan] = field(default_factory=dict)
+    spectra_variants: list[str] = field(default_factory=list)  # trained, spectra.variants, random_variant
+    random_variant: str = ""
+    claims_experiment: str = ""
+    # (experiment, variant, target slug, kind) → target word of every figure in `figures.maps`
+    map_figures: dict[tuple[str, str, str, str], str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # likely typos in target words, skipped figures
 
 
 def dotted(path: Any) -> str:
@@ -162,7 +184,7 @@ def _installed(key: str, package: str, what: str) -> importlib.metadata.Distribu
 
 
 def plan(config: dict[str, Any]) -> Plan:
-    """Cross-check a schema-valid config and resolve models, targets and variants."""
+    """Cross-check a schema-valid config and resolve models, experiments, variants and figures."""
     result = Plan(models=selected_models(config))
     for name in result.models:
         check_model_spec(name, config["models"][name])
@@ -170,58 +192,144 @@ def plan(config: dict[str, Any]) -> Plan:
         clues, report = data.import_clues(config["data"]["clue_files"])
     except data.ClueImportError as exc:
         raise ConfigError(f"data.clue_files: {exc}") from exc
-    pools = {cat: list(group["word"]) for cat, group in clues.groupby("category")}
-    for exp_name, spec in config["experiments"].items():
-        key = f"experiments.{exp_name}"
-        category = spec["category"]
-        if category not in pools:
-            raise ConfigError(_no_clues(f"{key}.category", category, sorted(pools), report))
-        if spec["targets"] is not None:
-            targets, files = [str(t).strip() for t in spec["targets"]], []
-        elif category in config["data"]["targets"]:
-            path = config["data"]["targets"][category]
-            try:
-                targets = data.read_target_list(path, category, f"data.targets.{category}").words
-            except data.ClueImportError as exc:
-                raise ConfigError(str(exc)) from exc
-            files = [path]
-        else:
-            raise ConfigError(
-                f"{key}.targets: no target words; list them here or add data.targets.{category}: <file>"
-            )
-        if spec["n_targets"] is not None:
-            targets = targets[: spec["n_targets"]]
-        if not targets:
-            raise ConfigError(f"{key}.targets: the target list is empty")
-        duplicates = sorted({t for t in targets if [x.casefold() for x in targets].count(t.casefold()) > 1})
-        if duplicates:
-            raise ConfigError(f"{key}.targets: repeated target words {duplicates}")
-        pool = pools[category]
-        for target in targets:
-            usable = sum(w.casefold() != target.casefold() for w in pool)
-            if usable < spec["k"]:
-                raise ConfigError(
-                    f"{key}.k: category {category!r} has {len(pool)} clues, {usable} besides target "
-                    f"{target!r}; k={spec['k']} shots need at least {spec['k'] + 1} clues in the category. "
-                    f"Lower k or add clues for {category!r} to data.clue_files"
-                )
-        for i, variant in enumerate(spec["variants"]):
-            try:
-                variants.parse(variant)
-            except ValueError as exc:
-                raise ConfigError(f"{key}.variants[{i}]: {exc}") from exc
-        fmt = prompts.resolve_format(config["prompts"], spec.get("prompts"))
-        try:
-            prompts.check_format(fmt, f"{key}.prompts" if spec.get("prompts") else "prompts")
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from exc
-        result.prompt_formats[exp_name] = asdict(fmt)
-        checked = data.target_report(clues, report["rejections"], category, targets)
-        result.warnings += [f"{key}: {warning}" for warning in checked["warnings"]]
-        result.targets[exp_name] = targets
-        result.target_files[exp_name] = files
-        result.variants[exp_name] = list(dict.fromkeys(spec["variants"]))
+    for name, spec in config["experiments"].items():
+        experiment, warnings = _plan_experiment(name, spec, config, clues, report)
+        result.experiments[name] = experiment
+        result.warnings += warnings
+    result.random_variant, result.spectra_variants = _spectra_variants(config["spectra"])
+    result.claims_experiment = _claims_experiment(config)
+    result.map_figures, skipped = _map_figures(config["figures"]["maps"], result.experiments)
+    result.warnings += skipped
     return result
+
+
+def _plan_experiment(
+    name: str, spec: dict[str, Any], config: dict[str, Any], clues: Any, report: dict[str, Any]
+) -> tuple[ExperimentPlan, list[str]]:
+    """One experiment checked against the clue pool, and the warnings about its targets."""
+    key = f"experiments.{name}"
+    category = spec["category"]
+    pools = {cat: list(group["word"]) for cat, group in clues.groupby("category")}
+    if category not in pools:
+        raise ConfigError(_no_clues(f"{key}.category", category, sorted(pools), report))
+    targets, files = _targets(key, spec, config["data"]["targets"])
+    pool = pools[category]
+    for target in targets:
+        usable = sum(w.casefold() != target.casefold() for w in pool)
+        if usable < spec["k"]:
+            raise ConfigError(
+                f"{key}.k: category {category!r} has {len(pool)} clues, {usable} besides target "
+                f"{target!r}; k={spec['k']} shots need at least {spec['k'] + 1} clues in the category. "
+                f"Lower k or add clues for {category!r} to data.clue_files"
+            )
+    for i, variant in enumerate(spec["variants"]):
+        try:
+            variants.parse(variant)
+        except ValueError as exc:
+            raise ConfigError(f"{key}.variants[{i}]: {exc}") from exc
+    fmt = prompts.resolve_format(config["prompts"], spec.get("prompts"))
+    try:
+        prompts.check_format(fmt, f"{key}.prompts" if spec.get("prompts") else "prompts")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    checked = data.target_report(clues, report["rejections"], category, targets)
+    experiment = ExperimentPlan(
+        name=name,
+        category=category,
+        k=spec["k"],
+        seed=spec["seed"],
+        targets=targets,
+        target_files=files,
+        variants=list(dict.fromkeys(spec["variants"])),
+        prompt_format=asdict(fmt),
+    )
+    return experiment, [f"{key}: {warning}" for warning in checked["warnings"]]
+
+
+def _targets(key: str, spec: dict[str, Any], target_lists: dict[str, str]) -> tuple[list[str], list[str]]:
+    """An experiment's target words (its list, else its category's file) and the files they came from."""
+    category = spec["category"]
+    if spec["targets"] is not None:
+        targets, files = [str(t).strip() for t in spec["targets"]], []
+    elif category in target_lists:
+        path = target_lists[category]
+        try:
+            targets = data.read_target_list(path, category, f"data.targets.{category}").words
+        except data.ClueImportError as exc:
+            raise ConfigError(str(exc)) from exc
+        files = [path]
+    else:
+        raise ConfigError(
+            f"{key}.targets: no target words; list them here or add data.targets.{category}: <file>"
+        )
+    if spec["n_targets"] is not None:
+        targets = targets[: spec["n_targets"]]
+    if not targets:
+        raise ConfigError(f"{key}.targets: the target list is empty")
+    duplicates = sorted({t for t in targets if [x.casefold() for x in targets].count(t.casefold()) > 1})
+    if duplicates:
+        raise ConfigError(f"{key}.targets: repeated target words {duplicates}")
+    return targets, files
+
+
+def _spectra_variants(spectra: dict[str, Any]) -> tuple[str, list[str]]:
+    """``spectra.random_variant`` (the schema allows random-s<seed> only) and every variant whose
+    spectra are taken: trained, ``spectra.variants``, the random one."""
+    for i, variant in enumerate(spectra["variants"]):
+        try:
+            variants.parse(variant)
+        except ValueError as exc:
+            raise ConfigError(f"spectra.variants[{i}]: {exc}") from None
+    chosen = ["trained", *spectra["variants"], spectra["random_variant"]]
+    return spectra["random_variant"], list(dict.fromkeys(chosen))
+
+
+def _claims_experiment(config: dict[str, Any]) -> str:
+    """The experiment the attention claims are measured on: ``claims.experiment``, else the first."""
+    name = config["claims"]["experiment"]
+    if name is None:
+        return next(iter(config["experiments"]))
+    if name not in config["experiments"]:
+        raise ConfigError(
+            f"claims.experiment: no experiment {name!r} (experiments: {', '.join(config['experiments'])})"
+        )
+    return name
+
+
+def target_slug(target: str) -> str:
+    """A target word as a path component (letters, digits, '-' and '_')."""
+    return re.sub(r"[^\w-]+", "_", target)
+
+
+def _map_figures(
+    maps: list[dict[str, Any]], experiments: dict[str, ExperimentPlan]
+) -> tuple[dict[tuple[str, str, str, str], str], list[str]]:
+    """Every attention-map figure of ``figures.maps``; experiments, variants and targets the run
+    lacks are skipped with a warning (a config that replaces ``experiments:`` keeps working)."""
+    figures, warnings = {}, []
+    for i, entry in enumerate(maps):
+        for name in entry["experiments"]:
+            if name not in experiments:
+                warnings.append(f"figures.maps[{i}]: no experiment {name!r} in this run; skipped")
+                continue
+            run = experiments[name].variants
+            targets = {t.casefold(): t for t in experiments[name].targets}
+            every_variant, every_target = entry["variants"] == "all", entry["targets"] == "all"
+            chosen = run if every_variant else [v for v in entry["variants"] if v in run]
+            wanted = (
+                list(targets.values())
+                if every_target
+                else [targets[t.casefold()] for t in entry["targets"] if t.casefold() in targets]
+            )
+            lacking = [] if every_variant else [v for v in entry["variants"] if v not in run]
+            lacking += [] if every_target else [t for t in entry["targets"] if t.casefold() not in targets]
+            if lacking:
+                warnings.append(f"figures.maps[{i}]: {name} has no {', '.join(lacking)}; skipped")
+            for variant in chosen:
+                for target in wanted:
+                    for kind in entry["kinds"]:
+                        figures[(name, variant, target_slug(target), kind)] = target
+    return figures, warnings
 
 
 def _rejected(rows: list[dict[str, Any]], limit: int = 5) -> str:

@@ -35,7 +35,9 @@ from torch import nn
 
 from attnscope.variants import attention_shape, decoder_layers, kv_head_index
 
-MATRIX_TYPES = ("q", "k", "v", "o", "gate", "up", "down")
+ATTENTION_TYPES = ("q", "k", "v", "o")
+MLP_TYPES = ("gate", "up", "down")
+MATRIX_TYPES = ATTENTION_TYPES + MLP_TYPES
 """Per-layer matrices, in forward order."""
 EMBEDDING_TYPES = ("embed", "lm_head")
 """Optional: the input embedding and, when it is not tied to it, the LM head."""

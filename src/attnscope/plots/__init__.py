@@ -1,0 +1,65 @@
+"""Publication figures: pure functions from arrays and tables to matplotlib figures.
+
+Every ``plot_*`` function takes numbers (NumPy arrays, DataFrames) and returns a
+:class:`matplotlib.figure.Figure` built with the object-oriented API (no pyplot state,
+Agg canvas), so figures are cheap to build in a loop and safe in worker processes;
+:func:`save_figure` writes one as PNG and SVG. Which thesis figure each function
+reproduces is in its docstring and in ``docs/figures.md``. The modules: :mod:`.common`
+(style, colours, writing), :mod:`.maps` (attention maps), :mod:`.curves` (metric curves),
+:mod:`.spectra` (weight spectra), :mod:`.theory` (the theory figures).
+
+Conventions shared by all figures:
+
+- layers are 0-based, as in the stores and tables (the thesis counts from 1);
+- attention maps are drawn on one colour scale per figure (``vmax``, the same in every
+  panel, one colour bar); the non-causal upper triangle is grey, shot boundaries and the
+  start of the target word and of the generated clue are dark lines;
+- tick labels name the tokens or words; a shot's word is prefixed ``Word:``, the target
+  ``Target Word:`` (the thesis's axis order: Word → Example Clue → … → Target Word →);
+- each variant has one colour in every figure (:func:`variant_color`).
+"""
+
+from attnscope.plots.common import STYLE, resolve_layers, save_figure, variant_color
+from attnscope.plots.curves import METRIC_LABELS, plot_metric_curves
+from attnscope.plots.maps import (
+    PLOTTED_SEGMENTS,
+    MapAxis,
+    attention_figure,
+    axis_labels,
+    causal_masked,
+    plot_attention_maps,
+    plot_cosine_and_attention,
+    thesis_layers,
+    thesis_word_axis,
+    token_axis,
+    token_text,
+    word_axis,
+)
+from attnscope.plots.spectra import plot_base_alignment, plot_squared_singular_values, spectra_figures
+from attnscope.plots.theory import plot_mp_density, plot_slerp_kl
+
+__all__ = [
+    "METRIC_LABELS",
+    "PLOTTED_SEGMENTS",
+    "STYLE",
+    "MapAxis",
+    "attention_figure",
+    "axis_labels",
+    "causal_masked",
+    "plot_attention_maps",
+    "plot_base_alignment",
+    "plot_cosine_and_attention",
+    "plot_metric_curves",
+    "plot_mp_density",
+    "plot_slerp_kl",
+    "plot_squared_singular_values",
+    "resolve_layers",
+    "save_figure",
+    "spectra_figures",
+    "thesis_layers",
+    "thesis_word_axis",
+    "token_axis",
+    "token_text",
+    "variant_color",
+    "word_axis",
+]
