@@ -92,6 +92,30 @@ def prefill_prefix(model: PreTrainedModel, ids: Sequence[int]) -> Prefix | None:
     return Prefix(ids, cache)
 
 
+def _left_padded(
+    prompts: Sequence[Sequence[int]], shared: int, pad: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(input ids, attention mask, position ids) of prompts whose first ``shared`` tokens are
+    cached: the rest of each left-padded, the mask covering the cached prefix too."""
+    suffixes = [list(p[shared:]) for p in prompts]
+    width = max(len(s) for s in suffixes)
+    input_ids = torch.tensor([[pad] * (width - len(s)) + s for s in suffixes], device=device)
+    mask = torch.tensor(
+        [[1] * shared + [0] * (width - len(s)) + [1] * len(s) for s in suffixes], device=device
+    )
+    positions = ((mask.cumsum(-1) - 1).clamp(min=0))[:, shared:]
+    return input_ids, mask, positions
+
+
+def _stop_reason(stop_token: bool, end_marker_seen: bool, budget_spent: bool) -> str | None:
+    """Why a sequence stops after this token (None: it goes on); a stop token wins."""
+    if stop_token:
+        return EOS
+    if end_marker_seen:
+        return STOP_MARK
+    return MAX_NEW_TOKENS if budget_spent else None
+
+
 @torch.inference_mode()
 def generate_batch(
     model: PreTrainedModel,
@@ -108,15 +132,9 @@ def generate_batch(
     """
     device = model.device
     stop_ids = stop_token_ids(model, tokenizer)
-    shared = len(prefix.ids) if prefix else 0
-    suffixes = [list(p[shared:]) for p in prompts]
-    width = max(len(s) for s in suffixes)
-    pad = tokenizer.pad_token_id
-    input_ids = torch.tensor([[pad] * (width - len(s)) + s for s in suffixes], device=device)
-    mask = torch.tensor(
-        [[1] * shared + [0] * (width - len(s)) + [1] * len(s) for s in suffixes], device=device
+    step_ids, mask, positions = _left_padded(
+        prompts, len(prefix.ids) if prefix else 0, tokenizer.pad_token_id, device
     )
-    positions = ((mask.cumsum(-1) - 1).clamp(min=0))[:, shared:]
     if prefix is None:
         cache = DynamicCache()
     else:
@@ -126,7 +144,6 @@ def generate_batch(
     generated: list[list[int]] = [[] for _ in prompts]
     results: list[Generation | None] = [None] * len(prompts)
     start = time.perf_counter()
-    step_ids = input_ids
     for step in range(max_new_tokens):
         logits = model(
             input_ids=step_ids,
@@ -141,14 +158,8 @@ def generate_batch(
         for row, (index, token) in enumerate(zip(active, next_ids)):
             generated[index].append(token)
             text = tokenizer.decode(generated[index], skip_special_tokens=True)
-            reason = (
-                EOS
-                if token in stop_ids
-                else STOP_MARK
-                if end_marker is not None and end_marker in text
-                else MAX_NEW_TOKENS
-                if step + 1 == max_new_tokens
-                else None
+            reason = _stop_reason(
+                token in stop_ids, end_marker is not None and end_marker in text, step + 1 == max_new_tokens
             )
             if reason is None:
                 keep.append(row)
