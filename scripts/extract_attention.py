@@ -16,10 +16,7 @@ prompt_table = pd.read_parquet(snakemake.input.prompts)
 loaded = models.load_model(
     Path(snakemake.input.manifest).parent,
     snakemake.wildcards.variant,
-    device=p.load["device"],
-    dtype=p.load["dtype"],
-    quantization=p.load["quantization"],
-    chat_template=p.load["chat_template"],
+    **p.load,
 )
 clues = pd.read_parquet(snakemake.input.clues) if options["append_clue"] else None
 inputs = attention.prompt_inputs(prompt_table, loaded.tokenizer, clues, options["keep_heads"])

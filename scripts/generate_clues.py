@@ -17,10 +17,7 @@ generation.check_context(prompt_table, p.generation["max_new_tokens"], models.re
 loaded = models.load_model(
     model_dir,
     snakemake.wildcards.variant,
-    device=p.load["device"],
-    dtype=p.load["dtype"],
-    quantization=p.load["quantization"],
-    chat_template=p.load["chat_template"],
+    **p.load,
 )
 log.info(
     "generating %d clues with %s/%s on %s", len(prompt_table), loaded.name, loaded.variant, loaded.device

@@ -356,16 +356,20 @@ def _more_shots(ev: Evidence, th: Thresholds) -> Result:
     return Result(verdict, rho, measured + f"; Spearman(k, chrF) = {rho:.2f}")
 
 
-def _alpha_up_copies(ev: Evidence, th: Thresholds) -> Result:
+def _qkscale_clues(ev: Evidence, direction: str, alpha: float) -> tuple[str | None, pd.DataFrame | None]:
+    """The run's qkscale variant closest to ``alpha`` in ``direction`` and the reference
+    experiment's clues (both None without such a variant)."""
     clues = ev.clues
-    name = (
-        pick_variant(clues["variant"].unique(), "qkscale", "up", 2.0)
-        if clues is not None and len(clues)
-        else None
-    )
+    if clues is None or not len(clues):
+        return None, None
+    name = pick_variant(clues["variant"].unique(), "qkscale", direction, alpha)
+    return (name, clues[clues["experiment"] == ev.experiment]) if name is not None else (None, None)
+
+
+def _alpha_up_copies(ev: Evidence, th: Thresholds) -> Result:
+    name, rows = _qkscale_clues(ev, "up", 2.0)
     if name is None:
         return not_measured("no qkscale variant with α > 1", "qkscale-a2")
-    rows = clues[clues["experiment"] == ev.experiment]
     edited = float(rows.loc[rows["variant"] == name, "copy_share"].mean())
     trained = float(rows.loc[rows["variant"] == "trained", "copy_share"].mean())
     verdict = three_way(edited, edited >= th.copy_share and edited > trained, edited <= trained)
@@ -374,15 +378,9 @@ def _alpha_up_copies(ev: Evidence, th: Thresholds) -> Result:
 
 
 def _alpha_down_broken(ev: Evidence, th: Thresholds) -> Result:
-    clues = ev.clues
-    name = (
-        pick_variant(clues["variant"].unique(), "qkscale", "down", 0.5)
-        if clues is not None and len(clues)
-        else None
-    )
+    name, rows = _qkscale_clues(ev, "down", 0.5)
     if name is None:
         return not_measured("no qkscale variant with α < 1", "qkscale-a0.5")
-    rows = clues[clues["experiment"] == ev.experiment]
 
     def broken(variant: str) -> float:
         part = rows[rows["variant"] == variant]

@@ -23,10 +23,6 @@ STYLE = {
     "svg.hashsalt": "attnscope",  # fixed element ids: same figure, same SVG bytes
     "image.interpolation": "nearest",
 }
-ATTENTION_CMAP = "Blues"
-COSINE_CMAP = "RdBu_r"
-MASK_COLOR = "#e6e6e6"
-BOUNDARY_COLOR = "#333333"
 
 
 def variant_color(variant: str) -> str:
