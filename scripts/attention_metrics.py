@@ -8,15 +8,15 @@ epsilon = snakemake.params.epsilon
 store = open_store(snakemake.input.store).attrs
 table = metrics.metrics_table(snakemake.input.store, epsilon)
 summary = metrics.summarize(table)
-meta = {
-    "config_digest": io.config_digest(epsilon, store["config_digest"]),
-    "stage": "attention_metrics",
-    "model": store["model"],
-    "variant": store["variant"],
-    "experiment": store["experiment"],
-    "epsilon": epsilon,
-    "notes": store["notes"],
-}
+meta = io.job_metadata(
+    snakemake,
+    io.config_digest(epsilon, store["config_digest"]),
+    model=store["model"],
+    variant=store["variant"],
+    experiment=store["experiment"],
+    epsilon=epsilon,
+    notes=store["notes"],
+)
 io.write_parquet(table, snakemake.output.metrics, meta)
 io.write_parquet(summary, snakemake.output.summary, meta)
 title = f"Attention metrics, {store['model']} / {store['variant']}, {store['experiment']}"

@@ -33,5 +33,5 @@ digest = io.config_digest(
 io.write_parquet(
     table,
     snakemake.output.prompts,
-    {"config_digest": digest, "stage": "build_prompts", "model": snakemake.wildcards.model},
+    io.job_metadata(snakemake, digest, model=snakemake.wildcards.model),
 )

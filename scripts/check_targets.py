@@ -29,5 +29,6 @@ digest = io.config_digest(
     p.category, p.targets, io.read_parquet_metadata(snakemake.input.clues)["config_digest"]
 )
 io.write_json(
-    {"config_digest": digest, "experiment": snakemake.wildcards.experiment, **report}, snakemake.output.report
+    io.job_metadata(snakemake, digest, experiment=snakemake.wildcards.experiment, **report),
+    snakemake.output.report,
 )

@@ -3,7 +3,7 @@ HTML page for the report)."""
 
 import pandas as pd
 
-from attnscope import __version__, claims, evidence, io, report
+from attnscope import claims, evidence, io, report
 
 log = io.setup_script_logging(snakemake.log[0])
 layout = evidence.evidence_layout(**snakemake.params.claims)
@@ -16,12 +16,8 @@ for model, entry in layout.items():
 table = pd.concat(tables, ignore_index=True)
 # The layout names the inputs; their digests say what they hold (generation, attention, spectra settings).
 thresholds = claims.Thresholds().__dict__
-meta = {
-    "config_digest": io.config_digest(layout, evidence.input_digests(snakemake.input), thresholds),
-    "rule": "claims",
-    "thresholds": thresholds,
-    "attnscope_version": __version__,
-}
+digest = io.config_digest(layout, evidence.input_digests(snakemake.input), thresholds)
+meta = io.job_metadata(snakemake, digest, thresholds=thresholds)
 io.write_parquet(table, snakemake.output.table, meta)
 io.write_text(claims.claims_markdown(table), snakemake.output.markdown)
 sections = [

@@ -5,7 +5,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from attnscope import __version__, attention, io, models
+from attnscope import attention, io, models
 from attnscope.store import experiment_attrs
 
 log = io.setup_script_logging(snakemake.log[0])
@@ -39,20 +39,19 @@ digest = io.config_digest(
     attention.STORE_VERSION,
     *upstream,
 )
-attrs = {
-    "config_digest": digest,
-    "stage": "extract_attention",
-    "model": loaded.name,
-    "variant": loaded.variant,
-    "experiment": snakemake.wildcards.experiment,
+attrs = io.job_metadata(
+    snakemake,
+    digest,
+    model=loaded.name,
+    variant=loaded.variant,
+    experiment=snakemake.wildcards.experiment,
     **experiment_attrs(prompt_table),
-    "append_clue": options["append_clue"],
-    "kernel": options["kernel"],
-    "device": str(loaded.device),
-    "dtype": p.load["dtype"],
-    "notes": loaded.notes,
-    "attnscope_version": __version__,
-}
+    append_clue=options["append_clue"],
+    kernel=options["kernel"],
+    device=str(loaded.device),
+    dtype=p.load["dtype"],
+    notes=loaded.notes,
+)
 counts = attention.extract(loaded.model, inputs, snakemake.output.store, attrs, kernel=options["kernel"])
 log.info(
     "%s: %d prompts computed, %d resumed from a partial store; %.1f MB (attn %.1f MB, head_mean %.1f MB)",

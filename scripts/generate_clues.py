@@ -38,13 +38,7 @@ digest = io.config_digest(
     snakemake.wildcards.variant,
     io.read_parquet_metadata(snakemake.input.prompts)["config_digest"],
 )
-meta = {
-    "config_digest": digest,
-    "stage": "generate_clues",
-    "model": loaded.name,
-    "variant": loaded.variant,
-    "notes": loaded.notes,
-}
+meta = io.job_metadata(snakemake, digest, model=loaded.name, variant=loaded.variant, notes=loaded.notes)
 io.write_parquet(clues, snakemake.output.clues, meta)
 io.write_json({**meta, **summary}, snakemake.output.summary)
 timing = pd.DataFrame(

@@ -21,5 +21,5 @@ log.info(
     len(report["categories"]),
     report["rejected"],
 )
-io.write_parquet(clues, snakemake.output.clues, {"config_digest": digest, "stage": "import_clues"})
+io.write_parquet(clues, snakemake.output.clues, io.job_metadata(snakemake, digest))
 io.write_json(report, snakemake.output.report)

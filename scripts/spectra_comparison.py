@@ -3,7 +3,7 @@ table (Parquet + Markdown)."""
 
 import pandas as pd
 
-from attnscope import __version__, io, spectra
+from attnscope import io, spectra
 
 log = io.setup_script_logging(snakemake.log[0])
 params = snakemake.params
@@ -13,14 +13,13 @@ table = spectra.compare_learned_random(trained, random)
 upstream = [
     io.read_parquet_metadata(p)["config_digest"] for p in (snakemake.input.trained, snakemake.input.random)
 ]
-meta = {
-    "config_digest": io.config_digest(params.random_variant, *upstream),
-    "rule": "spectra_comparison",
-    "model": wc.model,
-    "random_variant": params.random_variant,
-    "notes": io.read_parquet_metadata(snakemake.input.trained)["notes"],
-    "attnscope_version": __version__,
-}
+meta = io.job_metadata(
+    snakemake,
+    io.config_digest(params.random_variant, *upstream),
+    model=wc.model,
+    random_variant=params.random_variant,
+    notes=io.read_parquet_metadata(snakemake.input.trained)["notes"],
+)
 io.write_parquet(table, snakemake.output.table, meta)
 title = f"{wc.model}: learned (trained) vs random ({params.random_variant}) weight spectra"
 io.write_text(spectra.comparison_markdown(table, title, meta["notes"]), snakemake.output.markdown)

@@ -2,7 +2,7 @@
 
 import time
 
-from attnscope import __version__, io, theory
+from attnscope import io, theory
 
 log = io.setup_script_logging(snakemake.log[0])
 config = dict(snakemake.params.theory)
@@ -27,11 +27,6 @@ for row in table[table["verdict"] == "fails"].itertuples():
 io.write_parquet(
     table,
     snakemake.output.table,
-    metadata={
-        "config_digest": io.config_digest(config),
-        "theory": config,
-        "rule": "theory_checks",
-        "attnscope_version": __version__,
-    },
+    metadata=io.job_metadata(snakemake, io.config_digest(config), theory=config),
 )
 io.write_text(theory.checks_markdown(table), snakemake.output.markdown)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from attnscope import __version__, io, models, spectra
+from attnscope import io, models, spectra
 
 log = io.setup_script_logging(snakemake.log[0])
 params = snakemake.params
@@ -18,18 +18,17 @@ loaded = models.load_model(
 )
 init_std = loaded.init_std
 method = spectra.resolve_method(options["method"])
-meta = {
-    "config_digest": io.config_digest(options, params.model, wc.variant, loaded.manifest["spec_digest"]),
-    "rule": "weight_spectra",
-    "model": loaded.name,
-    "variant": loaded.variant,
-    "spectra": options,
-    "method": method,
-    "init_std": init_std,
-    "eigenvalues": "sigma^2 = eigenvalues of W^T W, not divided by N (WeightWatcher, normalize=False)",
-    "notes": loaded.notes,
-    "attnscope_version": __version__,
-}
+meta = io.job_metadata(
+    snakemake,
+    io.config_digest(options, params.model, wc.variant, loaded.manifest["spec_digest"]),
+    model=loaded.name,
+    variant=loaded.variant,
+    spectra=options,
+    method=method,
+    init_std=init_std,
+    eigenvalues="sigma^2 = eigenvalues of W^T W, not divided by N (WeightWatcher, normalize=False)",
+    notes=loaded.notes,
+)
 log.info("spectra of %s/%s on %s with %s: %s", loaded.name, wc.variant, loaded.device, method, loaded.notes)
 start = time.perf_counter()
 result = spectra.compute_spectra(

@@ -126,6 +126,16 @@ def test_default_target_outputs(tiny_run):
             results / "clues" / "tiny-mistral" / "trained" / f"{experiment}.parquet"
         )
         assert meta["variant"] == "trained" and len(meta["config_digest"]) == 16
+    # Every Parquet and store records the rule that wrote it (io.job_metadata), the job's log beside it.
+    for path in [*results.rglob("*.parquet"), *results.glob("attention/*/*/*.zarr")]:
+        meta = (
+            zarr.open_group(path, mode="r").attrs
+            if path.suffix == ".zarr"
+            else io.read_parquet_metadata(path)
+        )
+        logs = results / "logs"
+        assert (logs / meta["rule"]).is_dir() or (logs / f"{meta['rule']}.log").is_file(), path
+        assert meta["attnscope_version"] and len(meta["config_digest"]) == 16, path
     assert (results / "theory" / "checks.md").is_file()
     assert (results / "logs" / "import_clues.log").is_file()
     # Attention stores and metrics for every experiment; the per-head maps only for the

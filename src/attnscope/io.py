@@ -47,6 +47,14 @@ def config_digest(*parts: Any) -> str:
     return hashlib.sha256(canonical_json(list(parts)).encode()).hexdigest()[:16]
 
 
+def job_metadata(job: Any, digest: str, **fields: Any) -> dict[str, Any]:
+    """The provenance every output of a Snakemake job records: its config digest (of its params
+    and its inputs' digests), the rule that wrote it, ``fields`` and the attnscope version."""
+    from attnscope import __version__
+
+    return {"config_digest": digest, "rule": job.rule, **fields, "attnscope_version": __version__}
+
+
 def file_digest(path: str | os.PathLike) -> str:
     """Short sha256 of a file's bytes (an input's content in a config digest)."""
     digest = hashlib.sha256()
