@@ -10,8 +10,10 @@ probabilities ``[head, query, key]`` are cast to float16 on the CPU and stored b
 forward pass goes on with the next layer: the per-head maps (for the prompts that keep them) and the head
 mean are encoded chunk by chunk and appended to their arrays' shard files
 (:class:`attnscope.io.ShardWriter`, the bytes zarr would write), and the word-level maps and
-the metrics of every map (:mod:`attnscope.metrics`) are computed. Besides the model's own
-tensors one float16 layer copy exists at a time, whatever the number of layers.
+the metrics of every map (:mod:`attnscope.metrics`) are computed; those arrays, whole in memory
+at the end of the prompt, are written by zarr itself (:func:`attnscope.io.write_whole_array`).
+Besides the model's own tensors one float16 layer copy exists at a time, whatever the number
+of layers.
 
 Store (Zarr v3), one group per prompt named by its ``prompt_index`` (``000``, ``001``, ...),
 each array one shard file:
@@ -82,8 +84,8 @@ STORE_VERSION = 4
 CHUNK_BYTES = 16 << 20
 """Largest ``attn`` chunk (long prompts get fewer heads per chunk)."""
 
-# Every array of a prompt group is one shard file (``io.ShardWriter``): ``attn`` and
-# ``head_mean`` get one inner chunk per layer (all heads, fewer for long prompts:
+# Every array of a prompt group is one shard file. ``attn`` and ``head_mean``
+# (``io.ShardWriter``) get one inner chunk per layer (all heads, fewer for long prompts:
 # ``CHUNK_BYTES``), appended from the hook as the layer comes. Inside an ``attn`` chunk the
 # heads of one (query, key) pair lie next to each other (``HEADS_LAST``), the float16 bytes
 # are shuffled into a high-byte (sign, exponent) and a low-byte (mantissa) plane, then zstd
@@ -359,9 +361,7 @@ class _PromptGroup:
         )
 
     def _write_whole(self, name: str, data: np.ndarray) -> None:
-        array = self._array(name, data.shape, data.shape, data.dtype.name)
-        array.write((0,) * data.ndim, data)
-        array.close()
+        io.write_whole_array(self.directory / name, data, COMPRESSOR, DIMENSIONS[name])
 
     def add_layer(self, layer: int, weights: torch.Tensor) -> None:
         """Store one layer's maps and compute what derives from them, before the forward pass

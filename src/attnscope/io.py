@@ -209,6 +209,27 @@ def blosc_encoder(codec: BloscCodec) -> numcodecs.Blosc:
     )
 
 
+def write_whole_array(
+    directory: str | os.PathLike, data: np.ndarray, compressor: BloscCodec, dimension_names: tuple[str, ...]
+) -> None:
+    """An array already whole in memory as a Zarr v3 array of one shard and one inner chunk,
+    written by zarr itself (the streamed arrays need :class:`ShardWriter`)."""
+    import zarr
+
+    array = zarr.create_array(
+        str(directory),
+        shape=data.shape,
+        chunks=data.shape,
+        shards=data.shape,
+        dtype=data.dtype,
+        compressors=compressor,
+        fill_value=0,
+        dimension_names=dimension_names,
+        chunk_key_encoding={"name": "default", "separator": "."},
+    )
+    array[...] = data
+
+
 class ShardWriter:
     """A Zarr v3 array written straight into its directory as one shard file, inner chunk by
     inner chunk, as the data comes.
