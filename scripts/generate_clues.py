@@ -29,6 +29,7 @@ results = generation.generate(
     p.generation["max_new_tokens"],
     p.generation["batch_size"],
     end_marker=prompts.table_format(prompt_table).end_marker,
+    clean_up=p.generation["clean_up"],
 )
 clues = generation.clue_table(prompt_table, results)
 summary = generation.summarize(clues)

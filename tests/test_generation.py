@@ -128,6 +128,22 @@ def test_postprocess_with_another_end_marker(raw, end_marker, clue):
     assert generation.postprocess(raw, end_marker) == clue
 
 
+@pytest.mark.parametrize(
+    ("raw", "thesis", "ours"),
+    [
+        ("1. Tiny toiler#", "Tiny toiler", "1. Tiny toiler"),
+        ("Builds hills (ant) (#", "Builds hills (ant", "Builds hills (ant) ("),
+        ("Small, yet mighty.):(\nmore", "Small, yet mighty.", "Small, yet mighty.):("),
+        ("Lifts ten times its weight#", "Lifts ten times its weight", "Lifts ten times its weight"),
+        ("(", "(", "("),
+    ],
+)
+def test_postprocess_thesis_clean_up(raw, thesis, ours):
+    """generation.clean_up: thesis drops the notebook's "1. " and ")?(" remnants; the default keeps them."""
+    assert generation.postprocess(raw, clean_up="thesis") == thesis
+    assert generation.postprocess(raw) == ours
+
+
 def test_generation_stops_at_the_formats_end_marker(spread_llama):
     """A format's own end marker stops generation; the thesis's "#" then does not."""
     model, tokenizer = spread_llama

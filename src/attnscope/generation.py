@@ -41,11 +41,23 @@ class Generation:
     seconds: float
 
 
-def postprocess(raw_text: str, end_marker: str | None = END_MARK) -> str:
-    """The thesis's clean-up: text before the end marker (``#``), its first line, stripped."""
+CLEAN_UPS = ("attnscope", "thesis")
+"""``generation.clean_up``: the clue is the text before the end marker, its first line, stripped;
+``thesis`` also drops what the thesis notebook's ``postprocess_generated_text`` drops, a leading
+"1. " and a trailing three-character ")?(" remnant (checked after stripping; the notebook checks
+the unstripped text and keeps the whitespace)."""
+
+
+def postprocess(raw_text: str, end_marker: str | None = END_MARK, clean_up: str = "attnscope") -> str:
+    """The generated clue in ``raw_text`` (:data:`CLEAN_UPS`)."""
     if end_marker is not None:
         raw_text = raw_text.split(end_marker, 1)[0]
-    return raw_text.strip().split("\n", 1)[0].strip()
+    clue = raw_text.strip().split("\n", 1)[0].strip()
+    if clean_up == "thesis":
+        clue = clue.removeprefix("1. ")
+        if len(clue) >= 3 and clue[-1] == "(" and clue[-3] == ")":
+            clue = clue[:-3]
+    return clue.strip()
 
 
 def stop_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> set[int]:
@@ -124,6 +136,7 @@ def generate_batch(
     max_new_tokens: int,
     end_marker: str | None = END_MARK,
     prefix: Prefix | None = None,
+    clean_up: str = "attnscope",
 ) -> list[Generation]:
     """Greedy-decode prompts until the end marker, end of turn or ``max_new_tokens``.
 
@@ -165,7 +178,11 @@ def generate_batch(
                 keep.append(row)
             else:
                 results[index] = Generation(
-                    generated[index], text, postprocess(text, end_marker), reason, time.perf_counter() - start
+                    generated[index],
+                    text,
+                    postprocess(text, end_marker, clean_up),
+                    reason,
+                    time.perf_counter() - start,
                 )
         if not keep:
             break
@@ -188,10 +205,12 @@ def generate(
     progress: bool = True,
     end_marker: str | None = END_MARK,
     share_prefix: bool = True,
+    clean_up: str = "attnscope",
 ) -> list[Generation]:
     """Greedy generations for ``prompts`` in input order, batched by length.
 
-    ``share_prefix``: prefill the prompts' common prefix once (same tokens as without).
+    ``share_prefix``: prefill the prompts' common prefix once (same tokens as without);
+    ``clean_up``: how the clue is cut from the text (:data:`CLEAN_UPS`).
     """
     results: list[Generation | None] = [None] * len(prompts)
     prefix = prefill_prefix(model, prompts[0][: shared_prefix_length(prompts)]) if share_prefix else None
@@ -201,7 +220,13 @@ def generate(
             for index, result in zip(
                 batch,
                 generate_batch(
-                    model, tokenizer, [prompts[i] for i in batch], max_new_tokens, end_marker, prefix
+                    model,
+                    tokenizer,
+                    [prompts[i] for i in batch],
+                    max_new_tokens,
+                    end_marker,
+                    prefix,
+                    clean_up,
                 ),
             ):
                 results[index] = result
