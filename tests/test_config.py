@@ -25,13 +25,13 @@ def test_default_config_is_valid_and_gets_defaults():
     config = default_config()
     del config["generation"]
     plan = checked(config)
-    assert config["generation"] == {"max_new_tokens": 32, "batch_size": 8}
+    assert config["generation"] == {"max_new_tokens": 32, "batch_size": 8, "clean_up": "attnscope"}
     assert config["models"]["smollm2"]["quantization"] == "none"
     assert config["data"]["clue_files"][0]["format"] == "auto"
     assert plan.models == ["smollm2"]
     animals = plan.experiments["animals-k3"]
     assert animals.targets[:3] == ["Ant", "Bee", "Fox"] and len(animals.targets) == 30
-    assert animals.prompt_spec == {"category": "Animals", "k": 3, "seed": 0}
+    assert animals.prompt_spec == {"category": "Animals", "k": 3, "seed": 0, "shot_draw": "attnscope"}
     assert plan.experiments["animals-k5"].variants == ["trained"]
     assert plan.claims_experiment == "animals-k3" and plan.random_variant == "random-s0"
     assert plan.spectra_variants == ["trained", "random-s0", "qkscale-a2", "qkscale-a0.5"]

@@ -158,6 +158,40 @@ def test_shot_sampler_is_seeded_excludes_target_and_nests_over_k():
         prompts.sample_shots(p, "W03", 12, seed=7, category="C")
 
 
+def test_thesis_split_is_scikit_learns():
+    """The notebook's training split: train_test_split(test_size=0.01, random_state=42)."""
+    from sklearn.model_selection import train_test_split
+
+    p = pool(230)  # 1 % is 2.3 rows: scikit-learn rounds the test share up, to 3
+    train, _ = train_test_split(p, test_size=0.01, random_state=42)
+    ours = prompts.thesis_training_split(p)
+    assert len(ours) == 227
+    pd.testing.assert_frame_equal(ours, train.reset_index(drop=True))
+
+
+def test_thesis_shot_draw_is_the_notebooks(tiny_llama):
+    """One random stream over all prompts, k draws with replacement each (the notebook's
+    random.seed(44) then random.randint per shot), from the training split; a prompt's shots
+    depend on the prompts before it."""
+    import random
+
+    from sklearn.model_selection import train_test_split
+
+    p = pool(40)
+    train = train_test_split(p, test_size=0.01, random_state=42)[0].reset_index(drop=True)
+    random.seed(44)
+    expected = [[train.iloc[random.randint(0, len(train) - 1)]["word"] for _ in range(5)] for _ in range(30)]
+    drawn = prompts.thesis_shots(p, 30, 5, seed=44)
+    assert [list(shots["word"]) for shots in drawn] == expected
+    assert any(len(set(words)) < 5 for words in expected), "with replacement: some prompt repeats a shot"
+    assert [list(s["word"]) for s in prompts.thesis_shots(p, 30, 5, seed=45)] != expected
+    _, tokenizer = tiny_llama
+    clues = p.assign(category="C")
+    spec = {"category": "C", "k": 5, "seed": 44, "shot_draw": "thesis"}
+    table = prompts.build_prompts(clues, "c-k5", spec, ["Ant", "Bee", "Fox"], tokenizer)
+    assert [list(words) for words in table["shot_words"]] == expected[:3]
+
+
 def test_build_prompts_table(tiny_llama, sample_clues):
     _, tokenizer = tiny_llama
     targets = ["Ant", "Bee", "Parrot"]

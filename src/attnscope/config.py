@@ -39,6 +39,7 @@ class ExperimentPlan:
     category: str
     k: int
     seed: int
+    shot_draw: str
     targets: list[str]
     target_files: list[str]  # the target-list file the targets came from (none when listed in the config)
     variants: list[str]
@@ -47,7 +48,7 @@ class ExperimentPlan:
     @property
     def prompt_spec(self) -> dict[str, Any]:
         """The keys the prompts depend on (not the variants: a new variant reruns no prompt)."""
-        return {"category": self.category, "k": self.k, "seed": self.seed}
+        return {"category": self.category, "k": self.k, "seed": self.seed, "shot_draw": self.shot_draw}
 
 
 @dataclass
@@ -238,6 +239,7 @@ def _plan_experiment(
         category=category,
         k=spec["k"],
         seed=spec["seed"],
+        shot_draw=spec["shot_draw"],
         targets=targets,
         target_files=files,
         variants=list(dict.fromkeys(spec["variants"])),

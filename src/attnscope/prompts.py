@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import random
 import re
 import string
 from collections.abc import Mapping, Sequence
@@ -150,6 +152,33 @@ def sample_shots(pool: pd.DataFrame, target: str, k: int, seed: int, category: s
     rng = np.random.default_rng([seed, stable_int(category), stable_int(target.casefold())])
     order = rng.permutation(len(candidates))[:k]
     return candidates.iloc[order].reset_index(drop=True)
+
+
+THESIS_SPLIT = (0.01, 42)
+"""The notebook's held-out share and split seed: ``train_test_split(clues, test_size=0.01,
+random_state=42)``; its shots come from the other 99 %."""
+
+
+def thesis_training_split(pool: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``pool`` (in file order) that the notebook's ``train_test_split`` keeps for
+    training, in its order: scikit-learn's ShuffleSplit, restated here so that the
+    package needs no scikit-learn (tested against it)."""
+    test_size, seed = THESIS_SPLIT
+    n_test = math.ceil(test_size * len(pool))
+    permutation = np.random.RandomState(seed).permutation(len(pool))
+    return pool.iloc[permutation[n_test:]].reset_index(drop=True)
+
+
+def thesis_shots(pool: pd.DataFrame, n_targets: int, k: int, seed: int) -> list[pd.DataFrame]:
+    """The notebook's shot draw (``get_examples``): for each prompt in target order, k rows drawn
+    with replacement by ``random.randint`` from its training split, one ``random.Random(seed)``
+    stream for all prompts (the target itself is not excluded: its targets had no clue)."""
+    train = thesis_training_split(pool)
+    draw = random.Random(seed)
+    return [
+        train.iloc[[draw.randint(0, len(train) - 1) for _ in range(k)]].reset_index(drop=True)
+        for _ in range(n_targets)
+    ]
 
 
 def resolve_format(base: Mapping[str, Any], override: Mapping[str, Any] | None = None) -> PromptFormat:
@@ -401,16 +430,19 @@ def build_prompts(
 ) -> pd.DataFrame:
     """One row per target: shots, rendered text, token ids and per-token labels.
 
-    ``spec`` is the experiment's config (category, k, seed). A target needs no clue of
-    its own (its ``reference_clue`` is then empty). ``max_length`` (the model's
+    ``spec`` is the experiment's config (category, k, seed, shot_draw). A target needs no
+    clue of its own (its ``reference_clue`` is then empty). ``max_length`` (the model's
     context) bounds the prompt length.
     """
     category, k, seed = spec["category"], spec["k"], spec["seed"]
     pool = clues[clues["category"] == category]
     references = dict(zip(pool["word"].str.casefold(), pool["clue"]))
+    if spec.get("shot_draw") == "thesis":
+        drawn = thesis_shots(pool, len(targets), k, seed)
+    else:
+        drawn = [sample_shots(pool, target, k, seed, category) for target in targets]
     rows = []
-    for index, target in enumerate(targets):
-        shots = sample_shots(pool, target, k, seed, category)
+    for index, (target, shots) in enumerate(zip(targets, drawn)):
         shot_pairs = list(zip(shots["word"], shots["clue"]))
         text, spans = render(tokenizer, conversation(category, shot_pairs, target, fmt))
         ann = tokenize(tokenizer, text, spans)
