@@ -22,6 +22,13 @@ MAP_KINDS = {
 }
 
 
+def map_labels(wildcards):
+    """The report labels of a map figure: its target and kind, and whether it draws the clue."""
+    clue = config["attention"]["append_clue"] and wildcards.kind != "thesis_grid"
+    kind = MAP_KINDS[wildcards.kind] + (", prompt + generated clue" if clue else ", prompt only")
+    return {"target": wildcards.target, "figure": kind}
+
+
 def target_of(wildcards):
     key = (wildcards.experiment, wildcards.variant, wildcards.target, wildcards.kind)
     return PLAN.map_figures[key]
@@ -73,7 +80,7 @@ rule attention_figure:
             "attention_maps",
             lambda wc: "Full passes over all layers" if wc.kind.endswith("_pass") else "Attention maps",
             "{experiment} · {variant}",
-            lambda wc: {"target": wc.target, "figure": MAP_KINDS[wc.kind]},
+            map_labels,
         ),
     params:
         figures=figure_options,

@@ -9,6 +9,8 @@ import pandas as pd
 import pytest
 
 from attnscope import plots, prompts, theory
+from attnscope.mapdata import PromptMaps
+from attnscope.store import SHOT_CLUE, SHOT_WORD, TARGET
 
 TOKENS = ["ĠCrab", "Wal", "ks", "Ġsideways", ",", "ĠSn", "ail", "ĠCar", "ries", "ĠAnt", "ĠTiny", "Ġworker"]
 SEGMENTS = [
@@ -283,3 +285,26 @@ def test_per_panel_scales_title_each_panel_with_its_maximum():
     fig = plots.plot_attention_maps(maps, [0, 1], axis, "t", "word", per_panel=True)
     titles = [ax.get_title() for ax in fig.axes]
     assert titles == ["layer 0 (scale 0–0.2)", "layer 1 (scale 0–0.8)"], "no shared colour bar"
+
+
+@pytest.mark.parametrize("clue", ["Tiny toiler", None])
+def test_map_titles_say_whether_the_generated_clue_is_drawn(clue):
+    """Token/word maps of a store with the appended clue say so in the title; without it, "prompt only"."""
+    words = plots.word_axis(["Word", "Bee", "Ant"], [SHOT_WORD, SHOT_CLUE, TARGET], [1, 1, 0])
+    tokens = plots.MapAxis(list(words.labels), words.segment, words.shot)
+    maps = PromptMaps(
+        target="Ant",
+        clue=clue,
+        num_layers=2,
+        token_index=np.arange(3),
+        tokens=tokens,
+        words=words,
+        thesis_words=words,
+        group={key: np.tril(np.ones((2, 3, 3), np.float32)) / 3 for key in ("head_mean", "word_attn_sum")},
+        metric_names=[],
+    )
+    options = {"grid_layers": [0, 1], "color_max": {"token": 0.1, "word": 0.5}, "pass_columns": 2}
+    for kind in ("word_grid", "token_pass"):
+        title = plots.attention_figure(maps, kind, options, "header")._suptitle.get_text()
+        assert ("prompt + generated clue" in title) == (clue is not None), title
+        assert ("prompt only" in title) == (clue is None), title

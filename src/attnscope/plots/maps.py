@@ -346,6 +346,7 @@ def attention_figure(maps: PromptMaps, kind: str, options: Mapping[str, Any], he
     ``options["cosine_layers"]``), token_pass / word_pass (every layer), thesis_grid (the
     thesis's words and layers, each panel on its own scale)."""
     color_max = options["color_max"]
+    region = "prompt + generated clue" if maps.clue is not None else "prompt only"
     if kind == "thesis_grid":
         layers = thesis_layers(maps.num_layers)
         title = (
@@ -362,7 +363,7 @@ def attention_figure(maps: PromptMaps, kind: str, options: Mapping[str, Any], he
             maps.token_maps(layers),
             layers,
             maps.tokens,
-            f"{header}\ninput-embedding cosine vs attention (token level)",
+            f"{header}\ninput-embedding cosine vs attention (token level, {region})",
             maps.correlations(layers),
             color_max["token"],
         )
@@ -381,7 +382,7 @@ def attention_figure(maps: PromptMaps, kind: str, options: Mapping[str, Any], he
         colorbar = "attention summed over subword pairs"
     if extent == "pass":
         subtitle += ", every layer"
-    title = f"{header}\n{subtitle}"
+    title = f"{header}\n{subtitle}, {region}"
     return plot_attention_maps(
         data, layers, axis, title, level, color_max[level], colorbar_label=colorbar, **layout
     )
