@@ -86,6 +86,7 @@ rule attention_figure:
         figures=figure_options,
         target=target_of,
         experiment=lambda wc: {"category": experiment_plan(wc).category, "k": experiment_plan(wc).k},  # caption
+        append_clue=lambda wc: config["attention"]["append_clue"],  # caption
     log:
         "results/logs/attention_figure/{model}/{variant}/{experiment}/{target}/{kind}.log",
     benchmark:
