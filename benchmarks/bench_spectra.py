@@ -166,7 +166,9 @@ def main() -> None:
     load_before = os.getloadavg()
 
     def ours() -> spectra.Spectra:
-        return spectra.compute_spectra(model, init_std, include_embeddings=True, threads=args.threads)
+        return spectra.compute_spectra(
+            model, init_std, include_embeddings=True, threads=args.threads, folded=False
+        )
 
     def ww() -> Any:
         with chdir_tmp():

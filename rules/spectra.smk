@@ -17,6 +17,7 @@ rule weight_spectra:
         table="results/spectra/{model}/{variant}.parquet",
         zarr=directory("results/spectra/{model}/{variant}.zarr"),
         alignment="results/spectra/{model}/{variant}_alignment.parquet",
+        qk_circuits="results/spectra/{model}/{variant}_qk_circuits.parquet",
     params:
         spectra=spectra_options,
         model=lambda wc: attnscope_config.model_build_spec(model_spec(wc)),
@@ -56,6 +57,6 @@ rule spectra:
             f"results/spectra/{model}/{variant}{suffix}"
             for model in PLAN.models
             for variant in PLAN.spectra_variants
-            for suffix in (".parquet", ".zarr", "_alignment.parquet")
+            for suffix in (".parquet", ".zarr", "_alignment.parquet", "_qk_circuits.parquet")
         ],
         expand("results/spectra/{model}/learned_vs_random.{ext}", model=PLAN.models, ext=("parquet", "md")),

@@ -1,5 +1,5 @@
-"""Rule weight_spectra (docs/spectra.md): a model variant → spectra table (Parquet), singular
-values (Zarr), base alignment (Parquet)."""
+"""Rule weight_spectra (docs/spectra.md): a model variant → spectra table, raw and RMSNorm-folded
+(Parquet), singular values (Zarr), base alignment and per-head QK circuits (Parquet)."""
 
 import time
 from pathlib import Path
@@ -41,7 +41,8 @@ result = spectra.compute_spectra(
 )
 log.info("%d matrices in %.2f s", len(result.table), time.perf_counter() - start)
 alignment = spectra.base_alignment(loaded.model, init_std)
-summary = result.table.groupby("matrix", sort=False)[
+qk = circuits.qk_circuits(loaded.model)
+summary = result.table.groupby(["form", "matrix"], sort=False)[
     ["sum_sigma2", "sum_sigma2_init", "sv_max", "num_spikes"]
 ]
 log.info("layer means per matrix type:\n%s", summary.mean().to_string())
@@ -49,5 +50,6 @@ log.info("base alignment z-scores:\n%s", alignment.groupby("scope")["z_score"].d
 labels = {"model": loaded.name, "variant": loaded.variant}
 io.write_parquet(result.table.assign(**labels), snakemake.output.table, meta)
 io.write_parquet(alignment.assign(**labels), snakemake.output.alignment, meta)
+io.write_parquet(qk.assign(**labels), snakemake.output.qk_circuits, meta)
 with io.atomic_path(snakemake.output.zarr) as tmp:
     spectra.write_singular_values(result, tmp, meta)

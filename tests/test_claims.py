@@ -171,10 +171,13 @@ def test_alpha_variant_choice():
 
 
 def spectra_table(holds: bool) -> pd.DataFrame:
+    """A comparison table whose raw observations hold (or not) and whose folded ones say the
+    opposite (the claims read the raw rows: the thesis measured the stored weights)."""
     return pd.DataFrame(
         [
             {
                 "row_type": "observation",
+                "form": form,
                 "matrix": m,
                 "statement": "learned Σσ² far below random",
                 "trained": 1.0,
@@ -182,13 +185,15 @@ def spectra_table(holds: bool) -> pd.DataFrame:
                 "ratio": 0.25 if holds else 1.0,
                 "thesis_ratio": "0.05–0.1",
                 "criterion": "ratio < 0.5",
-                "holds": holds,
+                "holds": holds if form == "raw" else not holds,
             }
+            for form in ("raw", "folded")
             for m in ("q", "k")
         ]
         + [
             {
                 "row_type": "measure",
+                "form": "raw",
                 "matrix": "q",
                 "statement": "x",
                 "trained": 1.0,

@@ -14,7 +14,7 @@ from scipy import stats
 from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
 from transformers.models.llama.modeling_llama import repeat_kv
 
-from attnscope import io, spectra
+from attnscope import circuits, io, spectra
 
 
 def tiny_llama(seed: int = 0, tied: bool = False, layers: int = 2, **overrides) -> LlamaForCausalLM:
@@ -115,8 +115,9 @@ def test_pure_noise_reaches_the_edge_and_planted_spikes_are_counted():
 def test_table_columns_follow_their_definitions():
     model = tiny_llama()
     result = spectra.compute_spectra(model, init_std=0.02, include_embeddings=True, threads=2)
-    table = result.table
-    assert list(table.columns) == spectra.SPECTRA_COLUMNS
+    assert list(result.table.columns) == spectra.SPECTRA_COLUMNS
+    assert result.table["form"].tolist() == ["raw"] * (2 * 7 + 2) + ["folded"] * (2 * 5)
+    table = result.table[result.table["form"] == "raw"]
     assert (
         len(table) == 2 * 7 + 2
         and table["layer"].tolist()[:2] == [-1, 0]
@@ -147,8 +148,8 @@ def test_matches_weightwatcher_on_a_tiny_model(tmp_path, monkeypatch):
     ours = spectra.compute_spectra(model, init_std=0.02, include_embeddings=True, threads=2)
     watcher = weightwatcher.WeightWatcher(model=model)
     details = watcher.analyze()
-    table = ours.table.set_index(["matrix", "layer"])
-    names = {f"model.layers.0.{blk}.{mod}": (m, 0) for m, (blk, mod) in spectra._MODULES.items()}
+    table = ours.table[ours.table["form"] == "raw"].set_index(["matrix", "layer"])
+    names = {f"model.layers.0.{blk}.{mod}": (m, 0) for m, (blk, mod) in circuits.MATRIX_MODULES.items()}
     names |= {"model.embed_tokens": ("embed", -1), "lm_head": ("lm_head", 1)}
     assert set(details["longname"]) == set(names)
     for row in details.itertuples():
@@ -252,6 +253,7 @@ def fake_spectra(sum_sigma2: dict[str, float], sv_max: dict[str, float], layers:
                 {
                     "layer": layer,
                     "matrix": matrix,
+                    "form": "raw",
                     "sum_sigma2": s * (1 + 0.1 * (layer - 1)),
                     "lambda_max": sv**2,
                     "sv_max": sv,
@@ -276,7 +278,7 @@ def test_comparison_verdicts_follow_the_ratios():
         not spectra.compare_learned_random(opposite, random).query("row_type == 'observation'")["holds"].any()
     )
     markdown = spectra.comparison_markdown(df, "test")
-    assert markdown.count("**yes**") == 6 and "| q | mean Σσ² (‖W‖_F²) |" in markdown
+    assert markdown.count("**yes**") == 6 and "| q | raw | mean Σσ² (‖W‖_F²) |" in markdown
 
 
 # --- storage -----------------------------------------------------------------------------
@@ -289,7 +291,12 @@ def test_zarr_round_trip_is_byte_identical(tmp_path: Path):
         with io.atomic_path(path) as tmp:
             spectra.write_singular_values(result, tmp, {"model": "tiny", "variant": "trained"})
     back = spectra.read_singular_values(paths[0])
-    assert set(back) == {"embed", "lm_head", *spectra.MATRIX_TYPES}
+    assert set(back) == {
+        "embed",
+        "lm_head",
+        *spectra.MATRIX_TYPES,
+        *(f"{m}_folded" for m in circuits.NORM_OF),
+    }
     np.testing.assert_array_equal(back["k"], np.sqrt(result.sigma2["k"]))
     files = sorted(p.relative_to(paths[0]) for p in paths[0].rglob("*") if p.is_file())
     assert files and all((paths[0] / f).read_bytes() == (paths[1] / f).read_bytes() for f in files)
@@ -301,3 +308,85 @@ def test_results_do_not_depend_on_thread_count():
     one = spectra.compute_spectra(model, 0.02, threads=1)
     two = spectra.compute_spectra(model, 0.02, threads=2)
     pd.testing.assert_frame_equal(one.table, two.table, check_exact=True)
+
+
+# --- RMSNorm folding and QK circuits -------------------------------------------------------
+
+
+def with_random_norms(model: torch.nn.Module, seed: int = 1) -> torch.nn.Module:
+    """``model`` with every RMSNorm γ drawn from [0.5, 2) (a trained model's γ is not 1)."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("layernorm.weight") or name.endswith("norm.weight"):
+                param.copy_(0.5 + 1.5 * torch.rand(param.shape, generator=generator))
+    return model
+
+
+def test_folding_the_norms_keeps_the_models_outputs():
+    model = with_random_norms(tiny_llama())
+    ids = torch.randint(0, 128, (2, 12), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        before = model(ids).logits
+        circuits.fold_norms(model)
+        after = model(ids).logits
+    torch.testing.assert_close(after, before, rtol=1e-5, atol=1e-5)
+    assert all(float(block.input_layernorm.weight.sub(1).abs().max()) == 0 for block in model.model.layers)
+
+
+def test_folded_spectra_are_those_of_w_diag_gamma():
+    model = with_random_norms(tiny_llama())
+    table = spectra.compute_spectra(model, init_std=0.02, threads=2).table.set_index(
+        ["form", "matrix", "layer"]
+    )
+    block = model.model.layers[1]
+    for matrix, module, norm in (
+        ("k", block.self_attn.k_proj, block.input_layernorm),
+        ("up", block.mlp.up_proj, block.post_attention_layernorm),
+    ):
+        w = module.weight.detach().double()
+        folded = w * norm.weight.detach().double()
+        assert table.loc[("folded", matrix, 1), "sum_sigma2"] == pytest.approx(float(folded.square().sum()))
+        assert table.loc[("raw", matrix, 1), "sum_sigma2"] == pytest.approx(float(w.square().sum()))
+        assert table.loc[("folded", matrix, 1), "sum_sigma2"] != pytest.approx(float(w.square().sum()))
+    assert ("folded", "o", 1) not in table.index and ("folded", "down", 1) not in table.index
+    # γ = 1 (a freshly initialised model, the random variant): folded rows equal the raw ones
+    plain = spectra.compute_spectra(tiny_llama(), init_std=0.02, threads=2).table
+    raw, folded = (plain[plain["form"] == form].set_index(["matrix", "layer"]) for form in ("raw", "folded"))
+    pd.testing.assert_frame_equal(folded.drop(columns="form"), raw.loc[folded.index].drop(columns="form"))
+
+
+def test_qk_circuits_equal_the_dense_product():
+    """The circuit statistics through the head_dim core equal those of the explicit
+    diag(γ)·W_q,hᵀ·W_k,g·diag(γ) (hidden × hidden), GQA-paired."""
+    torch.manual_seed(0)
+    config = MistralConfig(
+        vocab_size=64,
+        hidden_size=64,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        head_dim=16,
+    )
+    model = with_random_norms(MistralForCausalLM(config))
+    table = circuits.qk_circuits(model).set_index(["layer", "form", "head"])
+    block = model.model.layers[1]
+    gamma = block.input_layernorm.weight.detach().double()
+    wq = block.self_attn.q_proj.weight.detach().double().reshape(8, 16, 64)
+    wk = block.self_attn.k_proj.weight.detach().double().reshape(2, 16, 64)
+    for head, kv in ((0, 0), (5, 1)):
+        assert table.loc[(1, "folded", head), "kv_head"] == kv
+        for form, scale in (("raw", torch.ones(64, dtype=torch.float64)), ("folded", gamma)):
+            dense = (wq[head] * scale).T @ (wk[kv] * scale)
+            sigma = torch.linalg.svdvals(dense)
+            row = table.loc[(1, form, head)]
+            assert row.trace == pytest.approx(float(torch.trace(dense)))
+            assert row.frobenius_norm == pytest.approx(float(dense.norm()))
+            assert row.sigma_max == pytest.approx(float(sigma[0]))
+            assert row.stable_rank == pytest.approx(float(dense.norm() ** 2 / sigma[0] ** 2))
+            np.testing.assert_allclose(row.top10_sigma, sigma[:10].numpy(), rtol=1e-9, atol=1e-12)
+    raw_trace = table.xs("raw", level="form")["trace"]
+    assert raw_trace.to_numpy() == pytest.approx(
+        spectra.base_alignment(model, 0.02).query("scope == 'head'")["trace"].to_numpy()
+    )

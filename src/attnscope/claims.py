@@ -290,7 +290,10 @@ def _spectrum_rows(ev: Evidence, th: Thresholds) -> list[tuple[str, Result]]:
         statement = "Learned W_q/W_k spectra differ from random as observed in ch. 7.2.2"
         return [(statement, not_measured("no learned-vs-random spectra table", "trained, random-s*"))]
     rows = []
-    for row in table[table["row_type"] == "observation"].itertuples(index=False):
+    raw = (table["row_type"] == "observation") & (
+        table["form"] == "raw"
+    )  # the thesis measured the stored weights
+    for row in table[raw].itertuples(index=False):
         verdict = SUPPORTED if bool(row.holds) else CONTRADICTED
         measured = (
             f"W_{row.matrix}: trained {row.trained:.4g}, random {row.random:.4g}, ratio {row.ratio:.3g} "

@@ -33,6 +33,7 @@ import torch
 from threadpoolctl import threadpool_limits
 from torch import nn
 
+from attnscope.circuits import FORMS, MATRIX_MODULES, NORM_OF, matrix_weight, norm_scale
 from attnscope.variants import attention_shape, decoder_layers, kv_head_index
 
 ATTENTION_TYPES = ("q", "k", "v", "o")
@@ -44,19 +45,10 @@ EMBEDDING_TYPES = ("embed", "lm_head")
 METHODS = ("auto", "gram64", "svd32", "svd64")
 TOP_K = 10
 
-_MODULES = {
-    "q": ("self_attn", "q_proj"),
-    "k": ("self_attn", "k_proj"),
-    "v": ("self_attn", "v_proj"),
-    "o": ("self_attn", "o_proj"),
-    "gate": ("mlp", "gate_proj"),
-    "up": ("mlp", "up_proj"),
-    "down": ("mlp", "down_proj"),
-}
-
 SPECTRA_COLUMNS = [
     "layer",
     "matrix",
+    "form",
     "rows",
     "cols",
     "N",
@@ -80,32 +72,58 @@ SPECTRA_COLUMNS = [
 
 @dataclass(frozen=True)
 class WeightGroup:
-    """Same-shaped weight matrices of one type: ``weights[i]`` belongs to ``layers[i]``."""
+    """Same-shaped weight matrices of one type: ``weights[i]`` belongs to ``layers[i]``. A
+    ``folded`` group's matrices are ``weights[i]·diag(scales[i])`` (:mod:`attnscope.circuits`),
+    scaled when decomposed, so no folded copy of the model is held."""
 
     matrix: str
     layers: tuple[int, ...]
     weights: tuple[torch.Tensor, ...]
+    scales: tuple[torch.Tensor, ...] | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
         rows, cols = self.weights[0].shape
         return int(rows), int(cols)
 
+    @property
+    def form(self) -> str:
+        return "raw" if self.scales is None else "folded"
+
+    @property
+    def key(self) -> str:
+        """The name of its σ² array: the matrix type, ``{matrix}_folded`` for a folded group."""
+        return self.matrix if self.scales is None else f"{self.matrix}_folded"
+
+    def matrix_at(self, i: int, device: torch.device | None = None) -> torch.Tensor:
+        """Its i-th matrix in float64 on ``device`` (default: where it is), folded if the group is."""
+        weight = self.weights[i].to(device=device or self.weights[i].device, dtype=torch.float64)
+        return weight if self.scales is None else weight * self.scales[i].to(weight.device)[None, :]
+
 
 # --- collecting the matrices -------------------------------------------------------------
 
 
-def weight_groups(model: nn.Module, include_embeddings: bool = False) -> list[WeightGroup]:
+def weight_groups(
+    model: nn.Module, include_embeddings: bool = False, folded: bool = False
+) -> list[WeightGroup]:
     """Every attention and MLP weight per layer, grouped by matrix type (detached, as stored).
 
-    With ``include_embeddings`` the input embedding comes first as layer -1 and an untied LM
-    head last as layer ``num_layers``; a tied head is the embedding and is counted once.
+    With ``folded`` the matrices that read an RMSNorm (:data:`attnscope.circuits.NORM_OF`)
+    follow again in folded form. With ``include_embeddings`` the input embedding comes first
+    as layer -1 and an untied LM head last as layer ``num_layers``; a tied head is the
+    embedding and is counted once.
     """
     layers = decoder_layers(model)
+    indices = tuple(range(len(layers)))
     groups = []
-    for matrix, (block, name) in _MODULES.items():
-        weights = tuple(getattr(getattr(layer, block), name).weight.detach() for layer in layers)
-        groups.append(WeightGroup(matrix, tuple(range(len(layers))), weights))
+    for matrix in MATRIX_MODULES:
+        weights = tuple(matrix_weight(layer, matrix).detach() for layer in layers)
+        groups.append(WeightGroup(matrix, indices, weights))
+    if folded:
+        for group in [g for g in groups if g.matrix in NORM_OF]:
+            scales = tuple(norm_scale(layer, group.matrix) for layer in layers)
+            groups.append(WeightGroup(group.matrix, indices, group.weights, scales))
     if include_embeddings:
         embed = model.get_input_embeddings().weight.detach()
         groups.insert(0, WeightGroup("embed", (-1,), (embed,)))
@@ -144,13 +162,13 @@ def _sigma2_torch(batch: torch.Tensor, method: str) -> torch.Tensor:
 
 
 def _sigma2_numpy(weight: torch.Tensor) -> np.ndarray:
-    """σ² (ascending) of one CPU matrix: float64 Gram + ``numpy.linalg.eigvalsh``.
+    """σ² (ascending) of one float64 CPU matrix: its Gram + ``numpy.linalg.eigvalsh``.
 
     NumPy's BLAS/LAPACK (OpenBLAS) is faster than torch's MKL here on AMD CPUs, and
     ``numpy.linalg`` releases the GIL (SciPy's LAPACK wrappers do not), so worker
     threads run in parallel.
     """
-    w = weight.to(torch.float64).numpy()
+    w = weight.numpy()
     gram = w.T @ w if w.shape[0] >= w.shape[1] else w @ w.T
     return np.clip(np.linalg.eigvalsh(gram), 0.0, None)
 
@@ -175,7 +193,7 @@ def sigma2_groups(
     batched: bool | None = None,
     max_batch_mb: float = 512.0,
 ) -> dict[str, np.ndarray]:
-    """Squared singular values of every matrix: ``{matrix: [len(layers), M]}`` float64, descending.
+    """Squared singular values of every matrix: ``{group key: [len(layers), M]}`` float64, descending.
 
     ``device`` None means where the weights are. ``batched`` (default: on CUDA) decomposes
     each group with one torch call per chunk of at most ``max_batch_mb`` float64 bytes on
@@ -190,7 +208,7 @@ def sigma2_groups(
     threads = threads or available_cores()
     if target.type != "cpu" if batched is None else batched:
         with torch_threads(threads):
-            return {g.matrix: _sigma2_batched(g, method, target, max_batch_mb) for g in groups}
+            return {g.key: _sigma2_batched(g, method, target, max_batch_mb) for g in groups}
     return _sigma2_pool(groups, method, threads)
 
 
@@ -199,24 +217,25 @@ def _sigma2_batched(group: WeightGroup, method: str, device: torch.device, max_b
     per_chunk = max(1, int(max_batch_mb * 2**20 // (rows * cols * 8)))
     parts = []
     for start in range(0, len(group.weights), per_chunk):
-        batch = torch.stack([w.to(device) for w in group.weights[start : start + per_chunk]])
+        chunk = range(start, min(start + per_chunk, len(group.weights)))
+        batch = torch.stack([group.matrix_at(i, device) for i in chunk])
         parts.append(_sigma2_torch(batch, method).flip(-1).cpu())
     return torch.cat(parts).numpy()
 
 
 def _sigma2_pool(groups: Sequence[WeightGroup], method: str, threads: int) -> dict[str, np.ndarray]:
-    tasks = [(g.matrix, i, w) for g in groups for i, w in enumerate(g.weights)]
-    tasks.sort(key=lambda t: -t[2].numel() * min(t[2].shape))
+    tasks = [(g, i) for g in groups for i in range(len(g.weights))]
+    tasks.sort(key=lambda t: -t[0].weights[t[1]].numel() * min(t[0].shape))
 
-    def one(weight: torch.Tensor) -> np.ndarray:
-        weight = weight.cpu()
+    def one(task: tuple[WeightGroup, int]) -> np.ndarray:
+        weight = task[0].matrix_at(task[1], torch.device("cpu"))
         return _sigma2_numpy(weight) if method == "gram64" else _sigma2_torch(weight[None], method)[0].numpy()
 
     with threadpool_limits(1), torch_threads(1), ThreadPoolExecutor(threads) as pool:
-        results = list(pool.map(lambda task: one(task[2]), tasks))
-    out = {g.matrix: np.empty((len(g.weights), min(g.shape))) for g in groups}
-    for (matrix, i, _), evals in zip(tasks, results, strict=True):
-        out[matrix][i] = evals[::-1]
+        results = list(pool.map(one, tasks))
+    out = {g.key: np.empty((len(g.weights), min(g.shape))) for g in groups}
+    for (group, i), evals in zip(tasks, results, strict=True):
+        out[group.key][i] = evals[::-1]
     return out
 
 
@@ -265,16 +284,20 @@ def spectrum_stats(sigma2: np.ndarray, rows: int, cols: int, init_std: float) ->
 def spectra_table(
     sigma2: Mapping[str, np.ndarray], groups: Sequence[WeightGroup], init_std: float
 ) -> pd.DataFrame:
-    """One row per layer × matrix (:data:`SPECTRA_COLUMNS`), ordered by layer, then forward order."""
+    """One row per layer × matrix × form (:data:`SPECTRA_COLUMNS`): the raw rows, then the folded
+    ones, each ordered by layer, then forward order."""
     rows = []
     for group in groups:
         n_rows, n_cols = group.shape
         for i, layer in enumerate(group.layers):
-            stats = spectrum_stats(sigma2[group.matrix][i], n_rows, n_cols, init_std)
-            rows.append({"layer": layer, "matrix": group.matrix, **stats})
+            stats = spectrum_stats(sigma2[group.key][i], n_rows, n_cols, init_std)
+            rows.append({"layer": layer, "matrix": group.matrix, "form": group.form, **stats})
     order = {m: i for i, m in enumerate((EMBEDDING_TYPES[0], *MATRIX_TYPES, EMBEDDING_TYPES[1]))}
+    order |= {form: i for i, form in enumerate(FORMS)}
     df = pd.DataFrame(rows, columns=SPECTRA_COLUMNS)
-    df = df.sort_values(["layer", "matrix"], key=lambda c: c.map(order) if c.name == "matrix" else c)
+    df = df.sort_values(
+        ["form", "layer", "matrix"], key=lambda c: c if c.name == "layer" else c.map(order), kind="stable"
+    )
     return df.reset_index(drop=True)
 
 
@@ -296,14 +319,16 @@ def compute_spectra(
     device: str | torch.device | None = None,
     threads: int | None = None,
     max_batch_mb: float = 512.0,
+    folded: bool = True,
 ) -> Spectra:
-    """All weight spectra of ``model`` (see :func:`sigma2_groups` for the routes)."""
-    groups = weight_groups(model, include_embeddings)
+    """All weight spectra of ``model``, raw and (``folded``) RMSNorm-folded (see
+    :func:`sigma2_groups` for the routes)."""
+    groups = weight_groups(model, include_embeddings, folded)
     sigma2 = sigma2_groups(groups, method, device, threads, max_batch_mb=max_batch_mb)
     return Spectra(
         sigma2=sigma2,
-        layers={g.matrix: g.layers for g in groups},
-        shapes={g.matrix: g.shape for g in groups},
+        layers={g.key: g.layers for g in groups},
+        shapes={g.key: g.shape for g in groups},
         table=spectra_table(sigma2, groups, init_std),
     )
 
@@ -414,6 +439,7 @@ def base_alignment(model: nn.Module, init_std: float) -> pd.DataFrame:
 
 COMPARISON_COLUMNS = [
     "row_type",
+    "form",
     "matrix",
     "statement",
     "trained",
@@ -484,54 +510,49 @@ OBSERVATIONS = (
 
 
 def compare_learned_random(trained_df: pd.DataFrame, random_df: pd.DataFrame) -> pd.DataFrame:
-    """Per matrix type: layer means of the spectra measures, trained vs random, and their ratio;
-    then one ``observation`` row per thesis statement and matrix with its measured verdict."""
-    matrices = [
-        m
+    """Per form (raw, folded) and matrix type: layer means of the spectra measures, trained vs
+    random, and their ratio; then one ``observation`` row per thesis statement, form and matrix
+    with its measured verdict (the random model's γ is 1: its folded and raw forms agree)."""
+    forms = [f for f in FORMS if f in set(trained_df["form"]) and f in set(random_df["form"])]
+    keys = [
+        (form, m)
+        for form in forms
         for m in (EMBEDDING_TYPES[0], *MATRIX_TYPES, EMBEDDING_TYPES[1])
-        if m in set(trained_df["matrix"]) and m in set(random_df["matrix"])
+        if ((trained_df["form"] == form) & (trained_df["matrix"] == m)).any()
+        and ((random_df["form"] == form) & (random_df["matrix"] == m)).any()
     ]
     means = {
-        name: df.groupby("matrix")[list(_MEASURES)].mean()
+        name: df.groupby(["form", "matrix"])[list(_MEASURES)].mean()
         for name, df in (("trained", trained_df), ("random", random_df))
     }
     rows: list[dict[str, Any]] = []
 
-    def ratio(matrix: str, measure: str) -> tuple[float, float, float]:
-        t, r = float(means["trained"].at[matrix, measure]), float(means["random"].at[matrix, measure])
-        return t, r, (t / r if r else math.nan)
+    def ratio(key: tuple[str, str], measure: str) -> dict[str, Any]:
+        t, r = float(means["trained"].at[key, measure]), float(means["random"].at[key, measure])
+        return {
+            "form": key[0],
+            "matrix": key[1],
+            "trained": t,
+            "random": r,
+            "ratio": t / r if r else math.nan,
+        }
 
-    for matrix in matrices:
+    for key in keys:
         for measure, label in _MEASURES.items():
-            t, r, q = ratio(matrix, measure)
-            rows.append(
-                {
-                    "row_type": "measure",
-                    "matrix": matrix,
-                    "statement": label,
-                    "trained": t,
-                    "random": r,
-                    "ratio": q,
-                }
-            )
+            rows.append({"row_type": "measure", "statement": label, **ratio(key, measure)})
     for obs in OBSERVATIONS:
-        for matrix in obs.matrices:
-            if matrix not in matrices:
-                continue
-            t, r, q = ratio(matrix, obs.measure)
+        for key in [k for k in keys if k[1] in obs.matrices]:
+            measured = ratio(key, obs.measure)
             low, high = obs.thesis_range
             rows.append(
                 {
                     "row_type": "observation",
-                    "matrix": matrix,
                     "statement": obs.statement,
-                    "trained": t,
-                    "random": r,
-                    "ratio": q,
+                    **measured,
                     "thesis_ratio": f"{low:g}–{high:g}",
                     "criterion": obs.criterion,
-                    "holds": bool(obs.test(q)),
-                    "in_thesis_range": bool(low <= q <= high),
+                    "holds": bool(obs.test(measured["ratio"])),
+                    "in_thesis_range": bool(low <= measured["ratio"] <= high),
                 }
             )
     df = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
@@ -552,28 +573,31 @@ def comparison_markdown(df: pd.DataFrame, title: str, notes: Sequence[str] = ())
         "",
         "## Thesis observations (ch. 7.2.2)",
         "",
-        "| matrix | statement | trained | random | ratio | thesis ratio | criterion | holds | in range |",
-        "|---|---|---:|---:|---:|---|---|---|---|",
+        "| matrix | form | statement | trained | random | ratio | thesis ratio | criterion | holds "
+        "| in range |",
+        "|---|---|---|---:|---:|---:|---|---|---|---|",
     ]
     for row in obs.itertuples(index=False):
         lines.append(
-            f"| {row.matrix} | {row.statement} | {row.trained:.4g} | {row.random:.4g} | {row.ratio:.3f} | "
-            f"{row.thesis_ratio} | {row.criterion} | **{yes_no(row.holds)}** "
+            f"| {row.matrix} | {row.form} | {row.statement} | {row.trained:.4g} | {row.random:.4g} "
+            f"| {row.ratio:.3f} | {row.thesis_ratio} | {row.criterion} | **{yes_no(row.holds)}** "
             f"| {yes_no(row.in_thesis_range)} |"
         )
     lines += [
         "",
         "Ratios are learned/random layer means; the thesis's numbers are in units of its Xavier-like",
-        "init (E Σσ² = n), this model's random variant uses the model's own init scheme.",
+        "init (E Σσ² = n), this model's random variant uses the model's own init scheme. Raw: the",
+        "stored weights; folded: W·diag(γ) of the RMSNorm each matrix reads (q, k, v, gate, up).",
         "",
         "## Layer means per matrix type",
         "",
-        "| matrix | measure | trained | random | ratio |",
-        "|---|---|---:|---:|---:|",
+        "| matrix | form | measure | trained | random | ratio |",
+        "|---|---|---|---:|---:|---:|",
     ]
     for row in df[df["row_type"] == "measure"].itertuples(index=False):
         lines.append(
-            f"| {row.matrix} | {row.statement} | {row.trained:.4g} | {row.random:.4g} | {row.ratio:.3f} |"
+            f"| {row.matrix} | {row.form} | {row.statement} | {row.trained:.4g} | {row.random:.4g} "
+            f"| {row.ratio:.3f} |"
         )
     if notes:
         lines += ["", *(f"Note: {note}." for note in notes)]

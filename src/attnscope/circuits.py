@@ -1,0 +1,128 @@
+"""RMSNorm folding and per-head QK circuits: the weights as the residual stream sees them.
+
+A matrix that reads a normalised input sees ``γ ⊙ x / rms(x)``, so the map it applies to the
+normalised direction is ``W·diag(γ)`` (TransformerLens's ``fold_ln``): q, k, v read the
+attention block's ``input_layernorm``, gate and up the MLP's ``post_attention_layernorm``.
+Query head h and its KV head g (grouped-query pairing) form the QK circuit
+``W_QK^h = diag(γ)·W_q,hᵀ·W_k,g·diag(γ)`` (hidden × hidden, rank ≤ head_dim), whose bilinear form
+``x̂ᵀ W_QK x̂'`` is the attention logit before RoPE and the 1/√head_dim scale.
+
+The circuit's spectrum is taken through its head_dim × head_dim core: with thin QR
+factorisations ``Aᵀ = Q_a R_a`` and ``Bᵀ = Q_b R_b`` of A = W_q,h·diag(γ) and
+B = W_k,g·diag(γ), ``AᵀB = Q_a (R_a R_bᵀ) Q_bᵀ`` has the singular values of ``R_a R_bᵀ``:
+O(heads·hidden·head_dim²) per layer instead of a dense hidden² matrix and its SVD per head.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from attnscope.variants import attention_shape, decoder_layers, kv_head_index
+
+NORM_OF = {
+    "q": "input_layernorm",
+    "k": "input_layernorm",
+    "v": "input_layernorm",
+    "gate": "post_attention_layernorm",
+    "up": "post_attention_layernorm",
+}
+"""The RMSNorm whose output each matrix reads (o and down read the attention / MLP output)."""
+MATRIX_MODULES = {
+    "q": ("self_attn", "q_proj"),
+    "k": ("self_attn", "k_proj"),
+    "v": ("self_attn", "v_proj"),
+    "o": ("self_attn", "o_proj"),
+    "gate": ("mlp", "gate_proj"),
+    "up": ("mlp", "up_proj"),
+    "down": ("mlp", "down_proj"),
+}
+"""Each per-layer matrix type's module in a Llama/Mistral decoder block, in forward order."""
+FORMS = ("raw", "folded")
+TOP_K = 10
+
+QK_COLUMNS = [
+    "layer",
+    "head",
+    "kv_head",
+    "form",
+    "trace",
+    "frobenius_norm",
+    "sigma_max",
+    "stable_rank",
+    "top10_sigma",
+]
+
+
+def norm_scale(block: nn.Module, matrix: str) -> torch.Tensor:
+    """γ of the RMSNorm that ``matrix`` of decoder ``block`` reads (float64, detached)."""
+    return getattr(block, NORM_OF[matrix]).weight.detach().to(torch.float64)
+
+
+def matrix_weight(block: nn.Module, matrix: str) -> nn.Parameter:
+    """The weight of ``matrix`` (a key of :data:`MATRIX_MODULES`) in decoder ``block``."""
+    block_name, name = MATRIX_MODULES[matrix]
+    return getattr(getattr(block, block_name), name).weight
+
+
+@torch.no_grad()
+def fold_norms(model: nn.Module) -> None:
+    """Fold every decoder RMSNorm's γ into the matrices that read it, in place (γ becomes 1): the
+    model computes the same function, and its q, k, v, gate, up weights are the folded ones."""
+    for block in decoder_layers(model):
+        for norm in dict.fromkeys(NORM_OF.values()):
+            gamma = getattr(block, norm).weight
+            for matrix in (m for m, n in NORM_OF.items() if n == norm):
+                weight = matrix_weight(block, matrix)
+                weight.mul_(gamma.to(weight.dtype)[None, :])
+            gamma.fill_(1.0)
+
+
+def _circuit_stats(a: torch.Tensor, b: torch.Tensor) -> dict[str, np.ndarray]:
+    """Per head, statistics of ``A_hᵀ B_h`` from ``a``, ``b`` [head, head_dim, hidden] (float64)."""
+    _, r_a = torch.linalg.qr(a.mT)  # [head, head_dim, head_dim]
+    _, r_b = torch.linalg.qr(b.mT)
+    sigma = torch.linalg.svdvals(r_a @ r_b.mT)  # descending
+    frob2 = sigma.square().sum(-1)
+    return {
+        "trace": (a * b).sum(dim=(1, 2)).numpy(),
+        "frobenius_norm": frob2.sqrt().numpy(),
+        "sigma_max": sigma[:, 0].numpy(),
+        "stable_rank": (frob2 / sigma[:, 0].square()).numpy(),
+        "top10_sigma": sigma[:, :TOP_K].numpy(),
+    }
+
+
+def qk_circuits(model: nn.Module) -> pd.DataFrame:
+    """One row per layer × query head × form (raw: W_q,hᵀW_k,g; folded: with γ on both sides),
+    columns :data:`QK_COLUMNS`."""
+    n_heads, n_kv, head_dim = attention_shape(model.config)
+    kv_of = kv_head_index(n_heads, n_kv)
+    rows = []
+    for layer, block in enumerate(decoder_layers(model)):
+        attn = block.self_attn
+        q = attn.q_proj.weight.detach().to(torch.float64).cpu()
+        k = attn.k_proj.weight.detach().to(torch.float64).cpu()
+        hidden = q.shape[1]
+        for form in FORMS:
+            gamma = (
+                norm_scale(block, "q").cpu() if form == "folded" else torch.ones(hidden, dtype=torch.float64)
+            )
+            a = (q * gamma).reshape(n_heads, head_dim, hidden)
+            b = (k * gamma).reshape(n_kv, head_dim, hidden)[kv_of]
+            stats = _circuit_stats(a, b)
+            for head in range(n_heads):
+                rows.append(
+                    {
+                        "layer": layer,
+                        "head": head,
+                        "kv_head": int(kv_of[head]),
+                        "form": form,
+                        **{key: values[head] for key, values in stats.items()},
+                    }
+                )
+    df = pd.DataFrame(rows, columns=QK_COLUMNS)
+    df["top10_sigma"] = df["top10_sigma"].map(lambda v: np.asarray(v).tolist())
+    return df
