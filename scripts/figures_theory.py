@@ -2,11 +2,12 @@
 curve with its fitted cosine (fig. 5.1), from seeded simulations."""
 
 from attnscope import io, plots
+from attnscope.theory.figures import theory_figures
 
 log = io.setup_script_logging(snakemake.log[0])
 params = snakemake.params
 
-figures = plots.theory_figures(mp_shapes=params.mp_shapes, **params.theory)
-for name, fig in figures.items():
-    plots.save_figure(fig, [snakemake.output[f"{name}_png"], snakemake.output[f"{name}_svg"]], params.dpi)
-log.info("theory figures %s with MP shapes %s and %s", list(figures), params.mp_shapes, dict(params.theory))
+figures = theory_figures(mp_shapes=params.mp_shapes, **params.theory)
+plots.save_figure(figures["mp_density"], [snakemake.output.mp_png, snakemake.output.mp_svg], params.dpi)
+plots.save_figure(figures["slerp_kl"], [snakemake.output.slerp_png, snakemake.output.slerp_svg], params.dpi)
+log.info("theory figures with MP shapes %s and %s", params.mp_shapes, dict(params.theory))

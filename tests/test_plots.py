@@ -225,24 +225,6 @@ def test_mp_density_and_slerp_kl(tmp_path):
     written(fig, tmp_path, "slerp")
 
 
-def test_theory_figures_draw_the_seeded_simulations():
-    figures = plots.theory_figures(
-        seed=0, mp_shapes=[[60, 20], [30, 30]], slerp_dim=16, slerp_pairs=20, slerp_length=1.0
-    )
-    assert list(figures) == ["mp", "slerp"]
-    mp_axes = figures["mp"].axes
-    assert [ax.get_title() for ax in mp_axes] == [
-        "60×20, entries N(0, 1/N) (q = 0.333)",
-        "30×30, entries N(0, 1/N) (q = 1)",
-    ]
-    # the histogram holds the eigenvalues of the theory's samples (20 and 30 of them)
-    counts = [sum(p.get_height() * p.get_width() for p in ax.patches) for ax in mp_axes]
-    np.testing.assert_allclose(counts, 1.0)
-    (slerp_ax,) = figures["slerp"].axes
-    assert "mean over 20 pairs" in [t.get_text() for t in slerp_ax.get_legend().get_texts()]
-    assert "20 orthogonal pairs, n = 16" in figures["slerp"].get_suptitle()
-
-
 def test_prompt_maps_from_a_real_store(tiny_llama, sample_clues, tmp_path):
     """The figures' store reader on a store written by attention.extract (tiny Llama, clue appended)."""
     import zarr

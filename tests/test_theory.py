@@ -330,6 +330,30 @@ def test_mp_figure_samples_follow_the_law_and_a_wrong_law_does_not():
     np.testing.assert_array_equal(theory.mp_figure_samples(0, [[600, 200]])[0][1], samples[0][1])
 
 
+def test_theory_figures_draw_the_seeded_simulations():
+    from attnscope.theory.figures import theory_figures
+
+    figures = theory_figures(
+        seed=0, mp_shapes=[[60, 20], [30, 30]], slerp_dim=16, slerp_pairs=20, slerp_length=1.0
+    )
+    assert list(figures) == ["mp_density", "slerp_kl"]
+    mp_axes = figures["mp_density"].axes
+    assert [ax.get_title() for ax in mp_axes] == [
+        "60×20, entries N(0, 1/N) (q = 0.333)",
+        "30×30, entries N(0, 1/N) (q = 1)",
+    ]
+    # each histogram is a density of the theory's samples: its bars hold the 20 and 30 eigenvalues
+    for ax, (_, eigenvalues, _, _) in zip(mp_axes, theory.mp_figure_samples(0, [[60, 20], [30, 30]])):
+        edges = [p.get_x() for p in ax.patches] + [ax.patches[-1].get_x() + ax.patches[-1].get_width()]
+        counts, _ = np.histogram(eigenvalues, bins=edges)
+        np.testing.assert_allclose(
+            [p.get_height() for p in ax.patches], counts / counts.sum() / np.diff(edges)
+        )
+    (slerp_ax,) = figures["slerp_kl"].axes
+    assert "mean over 20 pairs" in [t.get_text() for t in slerp_ax.get_legend().get_texts()]
+    assert "20 orthogonal pairs, n = 16" in figures["slerp_kl"].get_suptitle()
+
+
 def test_gram_is_the_smaller_side_for_numpy_and_torch():
     import torch
 

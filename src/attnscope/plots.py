@@ -568,21 +568,21 @@ def plot_mp_density(samples: Sequence[tuple[str, np.ndarray, float, float]], tit
     """Histograms of sampled eigenvalues against the Marchenko–Pastur density (thesis fig. 2.4).
 
     ``samples``: (label, eigenvalues of WᵀW/N, ratio q = M/N, entry variance σ²) per panel."""
-    from attnscope.theory.rmt import marchenko_pastur_edges, marchenko_pastur_pdf
+    from attnscope import theory
 
     with mpl.rc_context(STYLE):
         width = 4.2 * len(samples)
         fig = Figure(figsize=(width, 3.4), layout="constrained")
         axes = fig.subplots(1, len(samples), squeeze=False)[0]
         for ax, (label, values, q, sigma2) in zip(axes, samples):
-            lo, hi = marchenko_pastur_edges(q, sigma2)
+            lo, hi = theory.marchenko_pastur_edges(q, sigma2)
             heights, _, _ = ax.hist(
                 values, bins=60, density=True, color="#9ecae1", edgecolor="white", lw=0.3, label="sampled"
             )
             x = np.linspace(lo, hi, 400)[1:-1]
             ax.plot(
                 x,
-                marchenko_pastur_pdf(x, q, sigma2),
+                theory.marchenko_pastur_pdf(x, q, sigma2),
                 color="#d62728",
                 lw=1.4,
                 label="Marchenko–Pastur",
@@ -620,32 +620,6 @@ def plot_slerp_kl(t: np.ndarray, kl: np.ndarray, fitted: np.ndarray, fit_text: s
         ax.grid(alpha=0.3)
         fig.suptitle(_wrap(title, 5.4))
     return fig
-
-
-def theory_figures(
-    seed: int, mp_shapes: Sequence[Sequence[int]], slerp_dim: int, slerp_pairs: int, slerp_length: float
-) -> dict[str, Figure]:
-    """The theory figures from seeded simulations: ``mp``, the Marchenko–Pastur density of
-    Gaussian matrices of ``mp_shapes`` (thesis fig. 2.4), and ``slerp``, the SLERP–KL curve
-    with its fitted cosine (fig. 5.1)."""
-    from attnscope.theory.rmt import mp_figure_samples
-    from attnscope.theory.softmax import slerp_kl_curve
-
-    mp = plot_mp_density(
-        mp_figure_samples(seed, mp_shapes),
-        "Marchenko–Pastur law of WᵀW for Gaussian random matrices (thesis fig. 2.4)",
-    )
-    curve = slerp_kl_curve(seed=seed, dim=slerp_dim, pairs=slerp_pairs, length=slerp_length)
-    fit = curve.fit
-    fit_text = (
-        f"fit a·cos(πt/2 + b) + c: a = {float(fit.a):.3g}, b = {float(fit.b):.3g}, c = {float(fit.c):.3g}"
-        f"\nrelative RMS residual {float(fit.rel_residual):.2%}"
-    )
-    title = (
-        f"SLERP–KL for {slerp_pairs} orthogonal pairs, n = {slerp_dim}, "
-        f"radius {slerp_length:g} (thesis fig. 5.1)"
-    )
-    return {"mp": mp, "slerp": plot_slerp_kl(curve.t, curve.kl, fit.fitted, fit_text, title)}
 
 
 # --------------------------------------------------------------------------- writing
