@@ -3,6 +3,7 @@
 import time
 
 from attnscope import io, theory
+from attnscope.verdicts import THEORY_VERDICTS
 
 log = io.setup_script_logging(snakemake.log[0])
 config = dict(snakemake.params.theory)
@@ -15,7 +16,7 @@ log.info(
     time.perf_counter() - start,
     table["verdict"].value_counts().to_dict(),
 )
-for row in table[table["verdict"] == "fails"].itertuples():
+for row in table[table["verdict"] == THEORY_VERDICTS["thesis"][1]].itertuples():
     log.info(
         "thesis formula fails: %s (%s): predicted %.6g, estimated %.6g ± %.2g",
         row.check,

@@ -1,6 +1,7 @@
 """Tests of the Monte-Carlo theory checks: each computation against a reference computed another way."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -9,7 +10,7 @@ from scipy import integrate
 from scipy.special import softmax
 from threadpoolctl import threadpool_limits
 
-from attnscope import theory
+from attnscope import theory, verdicts
 
 TINY = {
     "trials": 2000,
@@ -317,6 +318,80 @@ def test_marchenko_pastur_rows():
     }
 
 
+def test_mp_figure_samples_follow_the_law_and_a_wrong_law_does_not():
+    samples = theory.mp_figure_samples(0, [[600, 200], [300, 300]])
+    assert [(label, ev.shape, q, s2) for label, ev, q, s2 in samples] == [
+        ("600×200, entries N(0, 1/N)", (200,), 200 / 600, 1.0),
+        ("300×300, entries N(0, 1/N)", (300,), 1.0, 1.0),
+    ]
+    for _, eigenvalues, q, s2 in samples:
+        assert theory.ks_distance_mp(eigenvalues, q, s2) < 0.05
+    assert theory.ks_distance_mp(samples[0][1], 1 / 3, 1.5) > 0.2  # σ² off by half
+    np.testing.assert_array_equal(theory.mp_figure_samples(0, [[600, 200]])[0][1], samples[0][1])
+
+
+def test_theory_figures_draw_the_seeded_simulations():
+    from attnscope.theory.figures import theory_figures
+
+    figures = theory_figures(
+        seed=0, mp_shapes=[[60, 20], [30, 30]], slerp_dim=16, slerp_pairs=20, slerp_length=1.0
+    )
+    assert list(figures) == ["mp_density", "slerp_kl"]
+    mp_axes = figures["mp_density"].axes
+    assert [ax.get_title() for ax in mp_axes] == [
+        "60×20, entries N(0, 1/N) (q = 0.333)",
+        "30×30, entries N(0, 1/N) (q = 1)",
+    ]
+    # each histogram is a density of the theory's samples: its bars hold the 20 and 30 eigenvalues
+    for ax, (_, eigenvalues, _, _) in zip(mp_axes, theory.mp_figure_samples(0, [[60, 20], [30, 30]])):
+        edges = [p.get_x() for p in ax.patches] + [ax.patches[-1].get_x() + ax.patches[-1].get_width()]
+        counts, _ = np.histogram(eigenvalues, bins=edges)
+        np.testing.assert_allclose(
+            [p.get_height() for p in ax.patches], counts / counts.sum() / np.diff(edges)
+        )
+    (slerp_ax,) = figures["slerp_kl"].axes
+    assert "mean over 20 pairs" in [t.get_text() for t in slerp_ax.get_legend().get_texts()]
+    assert "20 orthogonal pairs, n = 16" in figures["slerp_kl"].get_suptitle()
+
+
+def test_gram_is_the_smaller_side_for_numpy_and_torch():
+    import torch
+
+    rng = np.random.default_rng(0)
+    tall, wide = rng.standard_normal((7, 3)), rng.standard_normal((2, 3, 5))
+    np.testing.assert_allclose(theory.gram(tall), np.einsum("ki,kj->ij", tall, tall))
+    np.testing.assert_allclose(theory.gram(wide), np.einsum("bik,bjk->bij", wide, wide))
+    np.testing.assert_allclose(theory.gram(torch.from_numpy(wide)).numpy(), theory.gram(wide))
+
+
+# ------------------------------------------------------------------- statements
+
+
+def test_statement_tolerances_bounds_and_placeholders():
+    both = theory.Statement(check="x_{i}", kind="thesis", statement="s {i}", equation="1", note="n {i}")
+    row = both.measured({"a": 1}, 1.0, 1.3, 0.1, i=2)
+    assert (row["check"], row["statement"], row["note"], row["parameters"]) == (
+        "x_2",
+        "s 2",
+        "n 2",
+        '{"a":1}',
+    )
+    assert list(row) == theory.COLUMNS
+    assert row["verdict"] == "holds" and row["tolerance"] == pytest.approx(0.4)
+    assert row["tolerance_rule"] == "|estimate − prediction| ≤ 4·SE"
+    assert both.measured({}, 1.0, 0.5, 0.1, i=0)["verdict"] == "fails"  # two-sided: 0.5 below
+    upper = replace(both, kind="corrected", bound="upper", abs_tolerance=0.0)
+    assert upper.measured({}, 1.0, 0.5, 0.0, i=0)["verdict"] == "holds after correction"
+    assert upper.measured({}, 1.0, 1.01, 0.0, i=0)["verdict"] == "corrected formula fails"
+    lower = replace(both, kind="extension", bound="lower", rel_floor=0.1)
+    row = lower.measured({}, 2.0, 5.0, 0.1, i=0)
+    assert row["verdict"] == "holds (extension)" and row["tolerance"] == pytest.approx(0.6)
+    assert row["tolerance_rule"] == "prediction − estimate ≤ 4·SE + 0.1·|prediction|"
+    assert lower.measured({}, 2.0, 1.0, 0.1, i=0)["verdict"] == "fails (extension)"
+    literal = theory.Statement(check="c", kind="thesis", statement="Σ_{i<j}(λᵢλⱼ)²", equation="§5.3.2")
+    assert literal.measured({}, 0.0, 0.0, 0.0)["statement"] == "Σ_{i<j}(λᵢλⱼ)²"  # no fill: taken literally
+
+
 # --------------------------------------------------------------- attention rank
 
 
@@ -401,6 +476,7 @@ def test_run_checks_is_deterministic_and_complete(tiny_table):
     assert not np.array_equal(tiny_table["estimate"].to_numpy(), other["estimate"].to_numpy())
     assert list(tiny_table.columns) == theory.COLUMNS
     assert tiny_table["check"].is_unique
+    assert set(tiny_table["verdict"]) <= {word for pair in verdicts.THEORY_VERDICTS.values() for word in pair}
 
 
 def test_tiny_table_verdicts(tiny_table):

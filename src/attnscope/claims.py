@@ -24,14 +24,10 @@ import pandas as pd
 from attnscope import variants as variant_names
 from attnscope.evidence import SMALL_VALUE, Evidence
 from attnscope.io import markdown_table
+from attnscope.verdicts import CLAIM_VERDICTS as VERDICTS
+from attnscope.verdicts import CONTRADICTED, NOT_MEASURED, SUPPORTED, three_way
+from attnscope.verdicts import INCONCLUSIVE as INCONCLUSIVE  # re-exported: callers test against claims.*
 
-SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURED = (
-    "supported",
-    "contradicted",
-    "inconclusive",
-    "not measured",
-)
-VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURED)
 COLUMNS = [
     "model",
     "claim",
@@ -105,13 +101,6 @@ class Claim:
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def three_way(value: float, supported: bool, contradicted: bool) -> str:
-    """The verdict of a measured value (NaN: inconclusive)."""
-    if value != value:
-        return INCONCLUSIVE
-    return SUPPORTED if supported else CONTRADICTED if contradicted else INCONCLUSIVE
 
 
 def not_measured(reason: str, variants: str = "trained") -> Result:

@@ -45,6 +45,7 @@ from tqdm.auto import tqdm
 
 from attnscope.io import markdown_table
 from attnscope.store import GENERATED, HEAD_MEAN, TARGET, open_store, prompt_groups
+from attnscope.theory.rmt import epsilon_rank_of_spectrum as epsilon_rank
 
 STREAMED = (
     "row_entropy",
@@ -194,13 +195,6 @@ def effective_rank(sigma: np.ndarray) -> float:
         return float("nan")
     p = sigma[sigma > 0] / total
     return float(np.exp(-(p * np.log(p)).sum()))
-
-
-def epsilon_rank(sigma: np.ndarray, epsilon: float) -> float:
-    """Smallest r with ‖a − a_r‖_F ≤ ε‖a‖_F, from the descending singular values."""
-    squared = np.asarray(sigma, dtype=np.float64) ** 2
-    tail = np.append(np.cumsum(squared[::-1])[::-1], 0.0)  # tail[r] = ‖a − a_r‖²_F
-    return float(np.argmax(tail <= epsilon**2 * tail[0]))
 
 
 def spectral_ranks(a: np.ndarray, epsilon: float) -> np.ndarray:

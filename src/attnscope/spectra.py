@@ -34,7 +34,9 @@ from threadpoolctl import threadpool_limits
 from torch import nn
 
 from attnscope.circuits import FORMS, MATRIX_MODULES, NORM_OF, matrix_weight, norm_scale
+from attnscope.theory.rmt import gram, marchenko_pastur_edges
 from attnscope.variants import attention_shape, decoder_layers, kv_head_index
+from attnscope.verdicts import yes_no
 
 ATTENTION_TYPES = ("q", "k", "v", "o")
 MLP_TYPES = ("gate", "up", "down")
@@ -147,16 +149,10 @@ def torch_threads(n: int) -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
-def _gram(w: torch.Tensor) -> torch.Tensor:
-    """Float64 Gram matrix of the smaller side (batched over leading dimensions)."""
-    w = w.to(torch.float64)
-    return w.mT @ w if w.shape[-2] >= w.shape[-1] else w @ w.mT
-
-
 def _sigma2_torch(batch: torch.Tensor, method: str) -> torch.Tensor:
     """σ² (ascending) of a [B, rows, cols] batch with torch, on the batch's device."""
     if method == "gram64":
-        return torch.linalg.eigvalsh(_gram(batch)).clamp_min_(0.0)
+        return torch.linalg.eigvalsh(gram(batch.to(torch.float64))).clamp_min_(0.0)
     dtype = torch.float32 if method == "svd32" else torch.float64
     return torch.linalg.svdvals(batch.to(dtype)).to(torch.float64).square().flip(-1)
 
@@ -168,9 +164,7 @@ def _sigma2_numpy(weight: torch.Tensor) -> np.ndarray:
     ``numpy.linalg`` releases the GIL (SciPy's LAPACK wrappers do not), so worker
     threads run in parallel.
     """
-    w = weight.numpy()
-    gram = w.T @ w if w.shape[0] >= w.shape[1] else w @ w.T
-    return np.clip(np.linalg.eigvalsh(gram), 0.0, None)
+    return np.clip(np.linalg.eigvalsh(gram(weight.numpy())), 0.0, None)
 
 
 def resolve_method(method: str) -> str:
@@ -245,11 +239,11 @@ def _sigma2_pool(groups: Sequence[WeightGroup], method: str, threads: int) -> di
 def mp_edge(n: int, m: int, init_std: float) -> float:
     """Marchenko–Pastur bulk edge λ₊ of σ² (unnormalised) for an i.i.d. N(0, init_std²) n × m matrix.
 
-    λ₊ = s²·N·(1 + 1/√Q)² with N = max(n, m), Q = N / min(n, m); WeightWatcher's
-    normalised edge s²(1 + 1/√Q)² for X = WᵀW / N, times N.
+    λ₊ = s²·N·(1 + √q)² with N = max(n, m), q = min(n, m) / N (= 1/Q): the edge of
+    X = WᵀW / N (WeightWatcher's normalised units, :func:`marchenko_pastur_edges`), times N.
     """
     big, small = max(n, m), min(n, m)
-    return init_std**2 * big * (1.0 + 1.0 / math.sqrt(big / small)) ** 2
+    return marchenko_pastur_edges(small / big, init_std**2 * big)[1]
 
 
 def spectrum_stats(sigma2: np.ndarray, rows: int, cols: int, init_std: float) -> dict[str, Any]:
@@ -563,9 +557,6 @@ def compare_learned_random(trained_df: pd.DataFrame, random_df: pd.DataFrame) ->
 
 def comparison_markdown(df: pd.DataFrame, title: str, notes: Sequence[str] = ()) -> str:
     """The comparison table as Markdown: the thesis's observations first, then all measures, then notes."""
-
-    def yes_no(value: Any) -> str:
-        return "–" if pd.isna(value) else ("yes" if value else "no")
 
     obs = df[df["row_type"] == "observation"]
     lines = [
