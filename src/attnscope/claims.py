@@ -151,14 +151,24 @@ def pick_variant(
 # --------------------------------------------------------------------------- the claims
 
 
+def _on_trained_means(
+    measure: Callable[[pd.DataFrame, Thresholds], Result],
+) -> Callable[[Evidence, Thresholds], Result]:
+    """A claim measured on the trained model's layer means; not measured without them."""
+
+    def claim(ev: Evidence, th: Thresholds) -> Result:
+        means = ev.layer_means("trained")
+        return not_measured("no trained attention metrics") if means is None else measure(means, th)
+
+    return claim
+
+
 def _diagonal(third: str) -> Callable[[Evidence, Thresholds], Result]:
     """Self mass of the ``third`` (early or late) layers against the middle ones; the
     measured text adds the self + previous-token band, for the thesis's pictures."""
 
-    def measure(ev: Evidence, th: Thresholds) -> Result:
-        means = ev.layer_means("trained")
-        if means is None:
-            return not_measured("no trained attention metrics")
+    @_on_trained_means
+    def measure(means: pd.DataFrame, th: Thresholds) -> Result:
         thirds = third_means(means, "self_mass")
         ratio = thirds[third] / thirds["middle"]
         verdict = three_way(ratio, ratio >= th.ratio_supported, ratio <= th.ratio_contradicted)
@@ -171,30 +181,22 @@ def _diagonal(third: str) -> Callable[[Evidence, Thresholds], Result]:
     return measure
 
 
-def _middle_dispersed(ev: Evidence, th: Thresholds) -> Result:
-    means = ev.layer_means("trained")
-    if means is None:
-        return not_measured("no trained attention metrics")
-    thirds = third_means(means, "row_entropy")
-    step = thirds["middle"] - thirds["early"]
-    verdict = three_way(step, step >= th.entropy_step, step <= 0)
-    return Result(verdict, step, f"normalised entropy {_fmt(thirds)}; middle − early = {step:+.3g}")
+def _entropy_step(later: str, earlier: str, sign: int) -> Callable[[Evidence, Thresholds], Result]:
+    """The change of normalised entropy from the ``earlier`` to the ``later`` third, expected
+    up (``sign`` +1: attention disperses) or down (−1: it contracts) by the entropy step."""
+
+    @_on_trained_means
+    def measure(means: pd.DataFrame, th: Thresholds) -> Result:
+        thirds = third_means(means, "row_entropy")
+        step = thirds[later] - thirds[earlier]
+        verdict = three_way(step, sign * step >= th.entropy_step, sign * step <= 0)
+        return Result(verdict, step, f"normalised entropy {_fmt(thirds)}; {later} − {earlier} = {step:+.3g}")
+
+    return measure
 
 
-def _late_contracting(ev: Evidence, th: Thresholds) -> Result:
-    means = ev.layer_means("trained")
-    if means is None:
-        return not_measured("no trained attention metrics")
-    thirds = third_means(means, "row_entropy")
-    step = thirds["late"] - thirds["middle"]
-    verdict = three_way(step, step <= -th.entropy_step, step >= 0)
-    return Result(verdict, step, f"normalised entropy {_fmt(thirds)}; late − middle = {step:+.3g}")
-
-
-def _within_shot(ev: Evidence, th: Thresholds) -> Result:
-    means = ev.layer_means("trained")
-    if means is None:
-        return not_measured("no trained attention metrics")
+@_on_trained_means
+def _within_shot(means: pd.DataFrame, th: Thresholds) -> Result:
     within, across = means["within_shot_mass"], means["across_shot_mass"]
     valid = within.notna() & across.notna()
     if not valid.any():
@@ -222,10 +224,8 @@ def _value_domain(ev: Evidence, th: Thresholds) -> Result:
     return Result(verdict, share, measured)
 
 
-def _cosine_weak(ev: Evidence, th: Thresholds) -> Result:
-    means = ev.layer_means("trained")
-    if means is None:
-        return not_measured("no trained attention metrics")
+@_on_trained_means
+def _cosine_weak(means: pd.DataFrame, th: Thresholds) -> Result:
     strength = means[["cosine_pearson", "cosine_spearman"]].abs().max(axis=1)
     peak_layer = int(strength.idxmax())
     peak = float(strength.max())
@@ -405,7 +405,7 @@ CLAIMS = (
         "Middle layers disperse attention over distant tokens",
         "normalised row entropy, middle third − early third",
         f"supported ≥ +{_T.entropy_step:g}; contradicted ≤ 0",
-        _middle_dispersed,
+        _entropy_step("middle", "early", +1),
     ),
     Claim(
         "late-contracting",
@@ -413,7 +413,7 @@ CLAIMS = (
         "Late layers contract again (sparser attention)",
         "normalised row entropy, late third − middle third",
         f"supported ≤ −{_T.entropy_step:g}; contradicted ≥ 0",
-        _late_contracting,
+        _entropy_step("late", "middle", -1),
     ),
     Claim(
         "late-diagonal",

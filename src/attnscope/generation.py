@@ -119,6 +119,15 @@ def _left_padded(
     return input_ids, mask, positions
 
 
+def _batch_cache(prefix: Prefix | None, batch: int) -> DynamicCache:
+    """An empty cache, or a copy of the prefix's cache for each of ``batch`` prompts."""
+    if prefix is None:
+        return DynamicCache()
+    cache = copy.deepcopy(prefix.cache)
+    cache.batch_repeat_interleave(batch)
+    return cache
+
+
 def _stop_reason(stop_token: bool, end_marker_seen: bool, budget_spent: bool) -> str | None:
     """Why a sequence stops after this token (None: it goes on); a stop token wins."""
     if stop_token:
@@ -148,11 +157,7 @@ def generate_batch(
     step_ids, mask, positions = _left_padded(
         prompts, len(prefix.ids) if prefix else 0, tokenizer.pad_token_id, device
     )
-    if prefix is None:
-        cache = DynamicCache()
-    else:
-        cache = copy.deepcopy(prefix.cache)
-        cache.batch_repeat_interleave(len(prompts))
+    cache = _batch_cache(prefix, len(prompts))
     active = list(range(len(prompts)))
     generated: list[list[int]] = [[] for _ in prompts]
     results: list[Generation | None] = [None] * len(prompts)
@@ -177,13 +182,8 @@ def generate_batch(
             if reason is None:
                 keep.append(row)
             else:
-                results[index] = Generation(
-                    generated[index],
-                    text,
-                    postprocess(text, end_marker, clean_up),
-                    reason,
-                    time.perf_counter() - start,
-                )
+                clue, elapsed = postprocess(text, end_marker, clean_up), time.perf_counter() - start
+                results[index] = Generation(generated[index], text, clue, reason, elapsed)
         if not keep:
             break
         rows = torch.tensor(keep, device=device)

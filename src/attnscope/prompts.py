@@ -419,6 +419,14 @@ def annotate_generated(
     )
 
 
+def draw_shots(pool: pd.DataFrame, targets: Sequence[str], spec: Mapping[str, Any]) -> list[pd.DataFrame]:
+    """The shots of each target by the experiment's ``shot_draw``: attnscope's (:func:`sample_shots`)
+    or the thesis notebook's (:func:`thesis_shots`)."""
+    if spec.get("shot_draw") == "thesis":
+        return thesis_shots(pool, len(targets), spec["k"], spec["seed"])
+    return [sample_shots(pool, target, spec["k"], spec["seed"], spec["category"]) for target in targets]
+
+
 def build_prompts(
     clues: pd.DataFrame,
     experiment: str,
@@ -437,12 +445,8 @@ def build_prompts(
     category, k, seed = spec["category"], spec["k"], spec["seed"]
     pool = clues[clues["category"] == category]
     references = dict(zip(pool["word"].str.casefold(), pool["clue"]))
-    if spec.get("shot_draw") == "thesis":
-        drawn = thesis_shots(pool, len(targets), k, seed)
-    else:
-        drawn = [sample_shots(pool, target, k, seed, category) for target in targets]
     rows = []
-    for index, (target, shots) in enumerate(zip(targets, drawn)):
+    for index, (target, shots) in enumerate(zip(targets, draw_shots(pool, targets, spec))):
         shot_pairs = list(zip(shots["word"], shots["clue"]))
         text, spans = render(tokenizer, conversation(category, shot_pairs, target, fmt))
         ann = tokenize(tokenizer, text, spans)
@@ -468,24 +472,31 @@ def build_prompts(
                 "prompt_format": fmt.to_json(),
                 "text": text,
                 "template_prefix": text[: spans[0].start] if spans else text,
-                "n_tokens": len(ann.input_ids),
-                "input_ids": ann.input_ids,
-                "tokens": ann.tokens,
-                "token_start": [o[0] for o in ann.offsets],
-                "token_end": [o[1] for o in ann.offsets],
-                "token_segment": ann.token_segment,
-                "token_shot": ann.token_shot,
-                "token_word": ann.token_word,
-                "words": ann.words,
-                "word_segment": ann.word_segment,
-                "word_shot": ann.word_shot,
-                "thesis_token_word": ann.thesis_token_word,
-                "thesis_words": ann.thesis_words,
-                "thesis_word_segment": ann.thesis_word_segment,
-                "thesis_word_shot": ann.thesis_word_shot,
+                **annotation_columns(ann),
             }
         )
     return pd.DataFrame(rows)
+
+
+def annotation_columns(ann: Annotation) -> dict[str, Any]:
+    """The prompt-table columns of an :class:`Annotation` (read back by :func:`prompt_annotation`)."""
+    return {
+        "n_tokens": len(ann.input_ids),
+        "input_ids": ann.input_ids,
+        "tokens": ann.tokens,
+        "token_start": [o[0] for o in ann.offsets],
+        "token_end": [o[1] for o in ann.offsets],
+        "token_segment": ann.token_segment,
+        "token_shot": ann.token_shot,
+        "token_word": ann.token_word,
+        "words": ann.words,
+        "word_segment": ann.word_segment,
+        "word_shot": ann.word_shot,
+        "thesis_token_word": ann.thesis_token_word,
+        "thesis_words": ann.thesis_words,
+        "thesis_word_segment": ann.thesis_word_segment,
+        "thesis_word_shot": ann.thesis_word_shot,
+    }
 
 
 def prompt_annotation(row: dict[str, Any] | pd.Series) -> Annotation:
