@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from attnscope import io, models, spectra
+from attnscope import circuits, io, models, spectra
 
 log = io.setup_script_logging(snakemake.log[0])
 params = snakemake.params
