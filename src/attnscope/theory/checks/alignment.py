@@ -39,7 +39,7 @@ STATEMENTS = by_check(
     ),
     Statement(
         check="aligned_trace_full",
-        kind="corrected",
+        kind="extension",
         statement="With U_B = U_A and V_B = V_A (full alignment), E[Tr(AᵀB)] = Σᵢ E[σ_(i)a σ_(i)b] → n²σ²",
         equation="6.24–6.29",
         rel_floor=0.02,

@@ -109,7 +109,7 @@ STATEMENTS = by_check(
     ),
     Statement(
         check="attention_rank_small_logits",
-        kind="corrected",
+        kind="extension",
         statement="For logit std s ≪ 1, Softmax(s·QKᵀ/√d) = (11ᵀ + s·Z)/n + O(s²) with rank(Z) ≤ d: "
         "ε-rank ≤ d + 1 for every n",
         equation="7.2.1",
