@@ -1,0 +1,218 @@
+"""The attention explorer: its endpoints against zarr reads of the stores, the chunks a view
+reads, bad input; the page driven in headless Debian Chromium on a real two-variant run."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from attnscope import attention, store, variants
+from attnscope.explorer import Explorer, make_server
+from tests.test_attention import clue_table, prompt_table
+
+MODEL, EXPERIMENT = "tiny-mistral", "animals-k3"
+CLUES = {"trained": "Small and busy, it carries crumbs.#", "qkscale-a2": "Tiny worker.#"}
+
+
+@pytest.fixture(scope="module")
+def results(tiny_mistral, sample_clues, tmp_path_factory) -> Path:
+    """A results folder with the tiny Mistral's stores of two variants (different clues appended)."""
+    model, tokenizer = tiny_mistral
+    table = prompt_table(tokenizer, sample_clues, targets=("Ant", "Bee", "Fox"))
+    out = tmp_path_factory.mktemp("explorer-results")
+    for name, clue in CLUES.items():
+        edited = copy.deepcopy(model)
+        variants.apply_edit(edited, variants.parse(name))
+        inputs = attention.prompt_inputs(table, tokenizer, clue_table(table, tokenizer, clue), ["ant", "fox"])
+        path = out / "attention" / MODEL / name / f"{EXPERIMENT}.zarr"
+        attention.extract(edited, inputs, path, {"config_digest": name}, progress=False)
+    return out
+
+
+def store_id(variant: str) -> str:
+    return f"{MODEL}/{variant}/{EXPERIMENT}"
+
+
+def plotted(group: zarr.Group) -> np.ndarray:
+    """The figures' plotted tokens (word segments), from the labels: the reference index."""
+    return np.flatnonzero(np.isin(group.attrs["token_segment"], store.WORD_SEGMENTS))
+
+
+def reference(results: Path, variant: str, group: str, level: str, layer: int, head: int) -> np.ndarray:
+    """The map read straight from the store with zarr."""
+    prompt = zarr.open_group(results / "attention" / MODEL / variant / f"{EXPERIMENT}.zarr", mode="r")[group]
+    keep = np.ix_(plotted(prompt), plotted(prompt))
+    if level == "cosine":
+        return prompt["cosine"][...][keep]
+    if level == "token":
+        values = prompt["head_mean"][layer] if head == store.HEAD_MEAN else prompt["attn"][layer, head]
+        return values[keep]
+    name = {
+        "word": "word_attn_sum",
+        "word_mean": "word_attn_mean_query",
+        "thesis_word": "thesis_word_attn_sum",
+    }
+    return prompt[name[level]][layer]
+
+
+@pytest.fixture(scope="module")
+def server(results):
+    """(explorer, base URL): the server on a free port in a thread."""
+    explorer = Explorer(results)
+    httpd = make_server(explorer, port=0)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield explorer, f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def get(url: str) -> tuple[bytes, dict[str, str]]:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return response.read(), dict(response.headers)
+
+
+def get_map(base: str, **params) -> np.ndarray:
+    body, headers = get(f"{base}/api/map?" + "&".join(f"{k}={v}" for k, v in params.items()))
+    shape = tuple(int(s) for s in headers["X-Shape"].split(","))
+    return np.frombuffer(body, dtype="<f4").reshape(shape)
+
+
+VIEWS = [
+    ("trained", "000", "token", 1, store.HEAD_MEAN),
+    ("trained", "000", "token", 0, 3),
+    ("qkscale-a2", "002", "token", 1, 2),
+    ("trained", "001", "word", 1, store.HEAD_MEAN),
+    ("qkscale-a2", "000", "word_mean", 0, store.HEAD_MEAN),
+    ("trained", "002", "thesis_word", 1, store.HEAD_MEAN),
+    ("qkscale-a2", "001", "cosine", 0, store.HEAD_MEAN),
+]
+
+
+@pytest.mark.parametrize(("variant", "group", "level", "layer", "head"), VIEWS)
+def test_a_map_is_the_stored_array_and_reads_one_chunk(server, results, variant, group, level, layer, head):
+    explorer, base = server
+    params = {"store": store_id(variant), "group": group, "level": level, "layer": layer, "head": head}
+    get_map(base, **params)  # opens the array (metadata, cached from then on)
+    explorer.stats(reset=True)
+    values = get_map(base, **params)
+    expected = reference(results, variant, group, level, layer, head)
+    assert values.shape == expected.shape
+    np.testing.assert_array_equal(values, expected.astype(np.float32))
+    reads = explorer.stats()
+    assert reads["chunk"] == 1, reads  # one inner chunk of one shard file
+    assert reads["metadata"] == 0 and reads["index"] <= 1, reads
+
+
+def test_a_map_of_another_layer_is_not_the_same_chunk(server, results):
+    """The check above can fail: layer 0's map is not layer 1's."""
+    _, base = server
+    values = get_map(base, store=store_id("trained"), group="000", level="token", layer=0, head=-1)
+    assert not np.array_equal(values, reference(results, "trained", "000", "token", 1, -1))
+
+
+def test_difference_is_variant_minus_trained_over_the_shared_prompt(server, results):
+    explorer, base = server
+    values = get_map(
+        base,
+        store=store_id("qkscale-a2"),
+        minus=store_id("trained"),
+        group="000",
+        level="token",
+        layer=1,
+        head=-1,
+    )
+    variant, trained = (
+        reference(results, v, "000", "token", 1, -1).astype(np.float32) for v in ("qkscale-a2", "trained")
+    )
+    prompt = zarr.open_group(results / "attention" / MODEL / "trained" / f"{EXPERIMENT}.zarr", mode="r")[
+        "000"
+    ]
+    segments = np.asarray(prompt.attrs["token_segment"])[plotted(prompt)]
+    n = int(np.sum(segments != store.GENERATED))
+    assert len(variant) != len(trained)  # the clues differ: only the prompt is shared
+    np.testing.assert_array_equal(values, variant[:n, :n] - trained[:n, :n])
+
+
+def test_index_prompt_and_metric_endpoints(server, results):
+    _, base = server
+    index = json.loads(get(f"{base}/api/index")[0])
+    assert index["problems"] == [] and index["store_version"] == store.STORE_VERSION
+    assert [s["variant"] for s in index["stores"]] == ["trained", "qkscale-a2"]  # trained first
+    assert [p["target"] for p in index["stores"][0]["prompts"]] == ["Ant", "Bee", "Fox"]
+    prompt = json.loads(get(f"{base}/api/prompt?store={store_id('trained')}&group=000")[0])
+    assert prompt["target"] == "Ant" and prompt["keep_heads"]
+    assert len(prompt["axes"]["token"]["labels"]) == len(
+        reference(results, "trained", "000", "cosine", 0, -1)
+    )
+    curves = json.loads(get(f"{base}/api/metrics?store={store_id('trained')}&group=000&head=2")[0])
+    stored = zarr.open_group(results / "attention" / MODEL / "trained" / f"{EXPERIMENT}.zarr", mode="r")
+    np.testing.assert_allclose(np.array(curves["values"], dtype=float), stored["000"]["metrics"][:, 2, :])
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("/api/map?store=nope&group=000&level=token&layer=0", "no store 'nope'"),
+        (f"/api/map?store={store_id('trained')}&group=000&level=token&layer=9", "layer 9 out of range"),
+        (f"/api/map?store={store_id('trained')}&group=001&level=token&layer=0&head=1", "keeps no heads"),
+        (f"/api/map?store={store_id('trained')}&group=000&level=word&layer=0&head=1", "head mean only"),
+        (f"/api/prompt?store={store_id('trained')}&group=777", "no prompt group '777'"),
+    ],
+)
+def test_bad_requests_say_what_is_wrong(server, query, message):
+    _, base = server
+    with pytest.raises(urllib.error.HTTPError) as error:
+        get(base + query)
+    assert message in error.value.read().decode()
+
+
+def old_and_partial(results: Path, tmp: Path) -> Path:
+    """A results folder with a store of an older version and a partial store."""
+    bad = tmp / "bad-results"
+    source = results / "attention" / MODEL / "trained" / f"{EXPERIMENT}.zarr"
+    old = bad / "attention" / MODEL / "trained" / f"{EXPERIMENT}.zarr"
+    shutil.copytree(source, old)
+    meta = json.loads((old / "zarr.json").read_text())
+    meta["attributes"]["store_version"] = store.STORE_VERSION - 1
+    (old / "zarr.json").write_text(json.dumps(meta))
+    shutil.copytree(
+        source, attention.partial_path(bad / "attention" / MODEL / "qkscale-a2" / f"{EXPERIMENT}.zarr")
+    )
+    return bad
+
+
+def test_bad_input_gives_clear_problems(results, tmp_path):
+    assert "no attention stores" in Explorer(tmp_path / "empty").problems[0]
+    (tmp_path / "no-stores" / "attention").mkdir(parents=True)
+    assert "no attention stores under" in Explorer(tmp_path / "no-stores").problems[0]
+    problems = Explorer(old_and_partial(results, tmp_path)).problems
+    assert len(problems) == 2, problems
+    assert "still being written" in problems[0] and ".animals-k3.zarr.partial" in problems[0]
+    assert f"store version {store.STORE_VERSION - 1}" in problems[1] and "trained" in problems[1]
+
+
+def test_the_command_prints_problems_and_the_url(results, tmp_path):
+    command = [sys.executable, "-m", "attnscope.explorer", "explore", str(old_and_partial(results, tmp_path))]
+    process = subprocess.Popen(
+        [*command, "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ
+    )
+    try:
+        url_line = process.stdout.readline()
+    finally:
+        process.terminate()
+    stderr = process.communicate(timeout=30)[1]
+    assert "0 stores; open http://127.0.0.1:" in url_line
+    assert "still being written" in stderr and "store version" in stderr
