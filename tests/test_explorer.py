@@ -52,19 +52,40 @@ def plotted(group: zarr.Group) -> np.ndarray:
 
 def reference(results: Path, variant: str, group: str, level: str, layer: int, head: int) -> np.ndarray:
     """The map read straight from the store with zarr."""
-    prompt = zarr.open_group(results / "attention" / MODEL / variant / f"{EXPERIMENT}.zarr", mode="r")[group]
+    prompt = zarr.open_group(store_path(results, variant), mode="r")[group]
     keep = np.ix_(plotted(prompt), plotted(prompt))
     if level == "cosine":
         return prompt["cosine"][...][keep]
     if level == "token":
         values = prompt["head_mean"][layer] if head == store.HEAD_MEAN else prompt["attn"][layer, head]
         return values[keep]
-    name = {
-        "word": "word_attn_sum",
-        "word_mean": "word_attn_mean_query",
-        "thesis_word": "thesis_word_attn_sum",
-    }
-    return prompt[name[level]][layer]
+    return prompt[WORD_ARRAYS[level]][layer]
+
+
+WORD_ARRAYS = {
+    "word": "word_attn_sum",
+    "word_mean": "word_attn_mean_query",
+    "thesis_word": "thesis_word_attn_sum",
+}
+
+
+def store_path(results: Path, variant: str) -> Path:
+    return results / "attention" / MODEL / variant / f"{EXPERIMENT}.zarr"
+
+
+def chunk_bytes(results: Path, variant: str, group: str, level: str, layer: int, head: int) -> int:
+    """Encoded bytes of the inner chunk that holds a map, from its shard file's index (the whole
+    file where the array is one inner chunk: zarr then reads the file in one request)."""
+    name = "cosine" if level == "cosine" else WORD_ARRAYS.get(level, "head_mean" if head < 0 else "attn")
+    array = zarr.open_array(store_path(results, variant) / group / name, mode="r")
+    shard = next((store_path(results, variant) / group / name).glob("c.*"))
+    grid = tuple(s // c for s, c in zip(array.shape, array.chunks))
+    if all(g == 1 for g in grid):
+        return shard.stat().st_size
+    index_bytes = 16 * int(np.prod(grid))
+    index = np.frombuffer(shard.read_bytes()[-index_bytes - 4 : -4], dtype="<u8").reshape(*grid, 2)
+    position = (layer,) if name == "head_mean" else (layer, head // array.chunks[1])
+    return int(index[position][(0,) * (len(grid) - len(position))][1])
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +133,8 @@ def test_a_map_is_the_stored_array_and_reads_one_chunk(server, results, variant,
     assert values.shape == expected.shape
     np.testing.assert_array_equal(values, expected.astype(np.float32))
     reads = explorer.stats()
-    assert reads["chunk"] == 1, reads  # one inner chunk of one shard file
+    assert reads["chunk"] == 1, reads  # one inner chunk of one shard file, no more bytes
+    assert reads["chunk_bytes"] == chunk_bytes(results, variant, group, level, layer, head), reads
     assert reads["metadata"] == 0 and reads["index"] <= 1, reads
 
 
@@ -158,7 +180,7 @@ def test_index_prompt_and_metric_endpoints(server, results):
         reference(results, "trained", "000", "cosine", 0, -1)
     )
     curves = json.loads(get(f"{base}/api/metrics?store={store_id('trained')}&group=000&head=2")[0])
-    stored = zarr.open_group(results / "attention" / MODEL / "trained" / f"{EXPERIMENT}.zarr", mode="r")
+    stored = zarr.open_group(store_path(results, "trained"), mode="r")
     np.testing.assert_allclose(np.array(curves["values"], dtype=float), stored["000"]["metrics"][:, 2, :])
 
 
@@ -182,8 +204,7 @@ def test_bad_requests_say_what_is_wrong(server, query, message):
 def old_and_partial(results: Path, tmp: Path) -> Path:
     """A results folder with a store of an older version and a partial store."""
     bad = tmp / "bad-results"
-    source = results / "attention" / MODEL / "trained" / f"{EXPERIMENT}.zarr"
-    old = bad / "attention" / MODEL / "trained" / f"{EXPERIMENT}.zarr"
+    source, old = store_path(results, "trained"), store_path(bad, "trained")
     shutil.copytree(source, old)
     meta = json.loads((old / "zarr.json").read_text())
     meta["attributes"]["store_version"] = store.STORE_VERSION - 1

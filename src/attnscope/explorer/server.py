@@ -55,8 +55,8 @@ METADATA_KEYS = ("zarr.json", ".zgroup", ".zattrs", ".zarray", ".zmetadata")
 
 
 class CountingStore(zarr.storage.WrapperStore):
-    """A store that counts its reads by kind: ``metadata`` (``zarr.json``), ``index`` (a shard's
-    index, read from its end) and ``chunk`` (an inner chunk or a whole chunk file)."""
+    """A store that counts its reads and their bytes by kind: ``metadata`` (``zarr.json``), ``index``
+    (a shard's index, read from its end) and ``chunk`` (an inner chunk or a whole chunk file)."""
 
     def __init__(self, store: zarr.abc.store.Store, counts: Counter, lock: threading.Lock):
         super().__init__(store)
@@ -69,9 +69,11 @@ class CountingStore(zarr.storage.WrapperStore):
             kind = "index"
         else:
             kind = "chunk"
+        value = await self._store.get(key, prototype, byte_range)
         with self.lock:
             self.counts[kind] += 1
-        return await self._store.get(key, prototype, byte_range)
+            self.counts[f"{kind}_bytes"] += 0 if value is None else len(value)
+        return value
 
 
 class ExplorerError(Exception):
@@ -185,7 +187,8 @@ class Explorer:
     def stats(self, reset: bool = False) -> dict[str, int]:
         """Reads since the start or the last reset, by kind (:class:`CountingStore`)."""
         with self.lock:
-            counts = {kind: self.counts[kind] for kind in ("metadata", "index", "chunk")}
+            kinds = ("metadata", "index", "chunk")
+            counts = {key: self.counts[key] for kind in kinds for key in (kind, f"{kind}_bytes")}
             if reset:
                 self.counts.clear()
         return counts
