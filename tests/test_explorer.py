@@ -23,6 +23,7 @@ from attnscope.explorer import Explorer, make_server
 from tests.test_attention import clue_table, prompt_table
 
 MODEL, EXPERIMENT = "tiny-mistral", "animals-k3"
+CLUES_ORDER = ("qkscale-a2", "trained")  # variant, base of the difference view
 CLUES = {"trained": "Small and busy, it carries crumbs.#", "qkscale-a2": "Tiny worker.#"}
 
 
@@ -237,3 +238,193 @@ def test_the_command_prints_problems_and_the_url(results, tmp_path):
     stderr = process.communicate(timeout=30)[1]
     assert "0 stores; open http://127.0.0.1:" in url_line
     assert "still being written" in stderr and "store version" in stderr
+
+
+# --- the page in headless Debian Chromium, on a real Snakemake run of two variants ---
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+
+
+def browser():
+    """Headless Debian Chromium driven by Debian's chromedriver (Selenium Manager never runs: the
+    driver's path is given), or a skip (a failure under ATTNSCOPE_CHROMIUM=1, as .ci/run sets)."""
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        missing.append("selenium (pip install selenium)")
+    if missing:
+        message = (
+            f"missing {', '.join(missing)} (apt-get install chromium chromium-driver; pip install selenium)"
+        )
+        if os.environ.get("ATTNSCOPE_CHROMIUM") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1600,1150"):
+        options.add_argument(argument)
+    return webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+
+
+@pytest.fixture(scope="module")
+def two_variant_run(tmp_path_factory) -> Path:
+    """A real Snakemake run of the tiny Mistral: one experiment, trained and qkscale-a2, heads kept."""
+    from tests.test_workflow import snakemake, tiny_config
+
+    workdir = tmp_path_factory.mktemp("explorer-run")
+    experiment = {"category": "Animals", "k": 2, "n_targets": 3, "variants": ["trained", "qkscale-a2"]}
+    config = tiny_config(**{"animals-k2": experiment})
+    config["attention"]["keep_heads"] = "all"
+    snakemake(workdir, "attention", config=config)
+    return workdir / "results"
+
+
+class Page:
+    """The explorer page in a browser: views, their reads, hovered values, screenshots."""
+
+    def __init__(self, driver, explorer: Explorer, url: str, shots: list[Path]):
+        self.driver, self.explorer, self.shots = driver, explorer, shots
+        self.ready = 0
+        driver.get(url)
+        self.wait()
+
+    def wait(self) -> None:
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        status = self.driver.find_element("id", "status")
+        WebDriverWait(self.driver, 30).until(lambda _: int(status.get_attribute("data-ready")) > self.ready)
+        self.ready = int(status.get_attribute("data-ready"))
+        problems = self.driver.find_element("id", "problems").text
+        assert problems == "", problems
+
+    def view(self, name: str, change) -> dict[str, int]:
+        """Make one change in the page, wait for its view, screenshot it; the reads it made."""
+        self.explorer.stats(reset=True)
+        change()
+        self.wait()
+        for folder in self.shots:
+            self.driver.save_screenshot(str(folder / f"explorer-{name}.png"))
+        return self.explorer.stats()
+
+    def select(self, element: str, value: str) -> None:
+        from selenium.webdriver.support.ui import Select
+
+        Select(self.driver.find_element("id", element)).select_by_value(value)
+
+    def hover(self, panel: int, query: int, key: int) -> dict[str, str]:
+        """Hover a cell of the ``panel``-th map through plotly's own hover (with a target, as a mouse
+        event has, so that plotly emits plotly_hover and the page fills #hover)."""
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        self.driver.execute_script(
+            "const div = document.querySelectorAll('#maps .map')[arguments[0]];"
+            " Plotly.Fx.hover(div, {yval: arguments[1], xval: arguments[2], target: div});",
+            panel,
+            query,
+            key,
+        )
+        script = "return Object.assign({}, document.getElementById('hover').dataset);"
+        # plotly throttles hover events: wait for this one
+        WebDriverWait(self.driver, 10).until(
+            lambda d: (
+                d.execute_script(script)["query"] == str(query)
+                and d.execute_script(script)["key"] == str(key)
+            )
+        )
+        return self.driver.execute_script(script)
+
+
+@pytest.mark.integration
+def test_the_page_shows_the_stored_values_and_reads_only_the_chunks_it_shows(two_variant_run, tmp_path):
+    driver = browser()
+    shots = [tmp_path] + (
+        [Path(os.environ["ATTNSCOPE_ARTIFACTS"])] if os.environ.get("ATTNSCOPE_ARTIFACTS") else []
+    )
+    explorer = Explorer(two_variant_run)
+    httpd = make_server(explorer, port=0)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    stores = {
+        v: zarr.open_group(two_variant_run / "attention" / MODEL / v / "animals-k2.zarr", mode="r")
+        for v in CLUES
+    }
+    try:
+        page = Page(driver, explorer, f"http://127.0.0.1:{httpd.server_address[1]}/", shots)
+        # a new prompt: its map, its cosine, its metric curves (first opened: metadata reads too)
+        reads = page.view("prompt", lambda: page.select("prompt", "001"))
+        assert reads["chunk"] == 3, reads
+        assert page.view("layer", lambda: page.select("layer", "1"))["chunk"] == 2  # the map + the curves
+        assert page.view("head", lambda: page.select("head", "2"))["chunk"] == 2
+        prompt = stores["trained"]["001"]
+        keep = plotted(prompt)
+        stored = prompt["attn"][1, 2][np.ix_(keep, keep)]
+        for query, key in [(5, 3), (12, 0), (len(keep) - 1, len(keep) - 2)]:
+            hovered = page.hover(0, query, key)
+            assert hovered["panel"] == "trained"
+            assert float(hovered["value"]) == float(np.float32(stored[query, key])), (query, key, hovered)
+
+        reads = page.view("word", lambda: page.select("level", "word"))
+        assert reads["chunk"] == 2, reads
+        hovered = page.hover(0, 4, 2)
+        assert float(hovered["value"]) == float(np.float32(prompt["word_attn_sum"][1][4, 2]))
+
+        box = driver.find_element("css selector", "#variants input[data-variant='qkscale-a2']")
+        reads = page.view("variants", box.click)
+        assert reads["chunk"] == 2 + 1, reads  # both variants' maps (trained's again) + the curves
+        hovered = page.hover(1, 6, 1)
+        assert hovered["panel"] == "qkscale-a2"
+        assert float(hovered["value"]) == float(
+            np.float32(stores["qkscale-a2"]["001"]["word_attn_sum"][1][6, 1])
+        )
+
+        reads = page.view("difference", driver.find_element("id", "diff").click)
+        assert reads["chunk"] == 1 + 2 + 1, reads  # trained; both for the difference; curves
+        hovered = page.hover(1, 6, 2)  # another cell: plotly emits no event for the same point
+        variant_words, trained_words = (
+            stores[v]["001"]["word_attn_sum"][1] for v in ("qkscale-a2", "trained")
+        )
+        difference = np.float32(variant_words[6, 2]) - np.float32(trained_words[6, 2])
+        assert hovered["panel"] == "qkscale-a2-minus-trained", hovered
+        assert float(hovered["value"]) == float(difference)
+
+        driver.execute_script(
+            "const div = document.querySelector('#maps .map');"
+            " div.emit('plotly_click', {points: [{pointNumber: [7, 0]}]});"
+        )
+        spans = driver.find_elements("css selector", "#textview span.tok")
+        word_row = np.float32(prompt["word_attn_sum"][1][7])
+        assert [float(s.get_attribute("data-value")) for s in spans] == [float(v) for v in word_row]
+        for folder in shots:
+            driver.save_screenshot(str(folder / "explorer-textview.png"))
+        page.view(
+            "curve-click",
+            lambda: driver.execute_script(
+                "document.getElementById('curves').emit('plotly_click', {points: [{x: 0}]});"
+            ),
+        )
+        assert driver.find_element("id", "layer").get_attribute("value") == "0"
+    finally:
+        driver.quit()
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_the_page_says_what_is_wrong_with_the_results_folder(results, tmp_path):
+    driver = browser()
+    explorer = Explorer(old_and_partial(results, tmp_path))
+    httpd = make_server(explorer, port=0)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        driver.get(f"http://127.0.0.1:{httpd.server_address[1]}/")
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        status = driver.find_element("id", "status")
+        WebDriverWait(driver, 30).until(lambda _: status.get_attribute("data-ready") == "none")
+        text = driver.find_element("id", "problems").text
+        assert "still being written" in text and f"store version {store.STORE_VERSION - 1}" in text, text
+        driver.save_screenshot(str(tmp_path / "explorer-bad-input.png"))
+    finally:
+        driver.quit()
+        httpd.shutdown()
+        httpd.server_close()
