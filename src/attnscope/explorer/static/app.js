@@ -122,6 +122,7 @@ function heatmap(div, title, map, axis, scale) {
     shapes: boundaryShapes(axis, n),
   };
   const existed = div.classList.contains("js-plotly-plot");
+  if (existed) Plotly.Fx.unhover(div); // a label of the previous view would stay on the new one
   Plotly.react(div, [trace], layout, { displaylogo: false, responsive: false });
   if (!existed) {
     div.on("plotly_hover", (event) => onHover(div, event));
