@@ -51,6 +51,7 @@ include: "rules/spectra.smk"
 include: "rules/theory.smk"
 include: "rules/figures.smk"
 include: "rules/report.smk"
+include: "rules/explore.smk"
 
 
 rule all:

@@ -76,11 +76,15 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from zarr.codecs import BloscCodec
 
 from attnscope import io, metrics, prompts, variants
-from attnscope.store import DIMENSIONS, WORD_SEGMENTS, open_attention  # noqa: F401 (open_attention: public API)
+from attnscope.store import (  # noqa: F401 (open_attention, STORE_VERSION: public API)
+    DIMENSIONS,
+    STORE_VERSION,
+    WORD_SEGMENTS,
+    open_attention,
+)
 
 log = logging.getLogger("attnscope")
 
-STORE_VERSION = 4
 CHUNK_BYTES = 16 << 20
 """Largest ``attn`` chunk (long prompts get fewer heads per chunk)."""
 
