@@ -193,8 +193,9 @@ def plan(config: dict[str, Any]) -> Plan:
         clues, report = data.import_clues(config["data"]["clue_files"])
     except data.ClueImportError as exc:
         raise ConfigError(f"data.clue_files: {exc}") from exc
+    pools = {cat: list(group["word"]) for cat, group in clues.groupby("category")}
     for name, spec in config["experiments"].items():
-        experiment, warnings = _plan_experiment(name, spec, config, clues, report)
+        experiment, warnings = _plan_experiment(name, spec, config, clues, report, pools)
         result.experiments[name] = experiment
         result.warnings += warnings
     result.random_variant, result.spectra_variants = _spectra_variants(config["spectra"])
@@ -205,12 +206,17 @@ def plan(config: dict[str, Any]) -> Plan:
 
 
 def _plan_experiment(
-    name: str, spec: dict[str, Any], config: dict[str, Any], clues: Any, report: dict[str, Any]
+    name: str,
+    spec: dict[str, Any],
+    config: dict[str, Any],
+    clues: Any,
+    report: dict[str, Any],
+    pools: dict[str, list[str]],
 ) -> tuple[ExperimentPlan, list[str]]:
-    """One experiment checked against the clue pool, and the warnings about its targets."""
+    """One experiment checked against its category's clue pool (``pools``: category → clue
+    words), and the warnings about its targets."""
     key = f"experiments.{name}"
     category = spec["category"]
-    pools = {cat: list(group["word"]) for cat, group in clues.groupby("category")}
     if category not in pools:
         raise ConfigError(_no_clues(f"{key}.category", category, sorted(pools), report))
     targets, files = _targets(key, spec, config["data"]["targets"])

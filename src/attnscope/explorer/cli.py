@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 
@@ -36,12 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     server = make_server(explorer, args.host, args.port)
     host, port = server.server_address[:2]
     print(f"attnscope explorer: {len(explorer.stores)} stores; open http://{host}:{port}/", flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt), server:  # Ctrl-C stops it; the socket is closed either way
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
     return 0
 
 
