@@ -16,7 +16,12 @@ def claims_spec(wildcards=None):
     return {
         "models": PLAN.models,
         "experiment": PLAN.claims_experiment,
-        "variants": {name: experiment.variants for name, experiment in PLAN.experiments.items()},
+        "experiments": {
+            name: {"variants": e.variants, "seed": e.seed, "replicate_group": e.replicate_group}
+            for name, e in PLAN.experiments.items()
+        },
+        "spectra_variants": PLAN.spectra_variants,
+        "thesis_models": [m for m in PLAN.models if config["models"][m]["thesis_model"]],
     }
 
 
@@ -29,10 +34,12 @@ rule claims:
         unpack(claims_inputs),
     output:
         table="results/claims.parquet",
+        sensitivity="results/claims_sensitivity.parquet",
         markdown="results/claims.md",
         html=report("results/claims.html", caption="../report/claims.rst", category="Thesis claims"),
     params:
         claims=claims_spec,
+        bands=lambda wc: config["claims"]["bands"],
     log:
         "results/logs/claims.log",
     benchmark:

@@ -1,5 +1,5 @@
-"""Rule claims: the thesis-claims table of every selected model (Parquet, Markdown, and an
-HTML page for the report)."""
+"""Rule claims: the thesis-claims table of every selected model with intervals and verdicts
+(Parquet, Markdown, and an HTML page for the report), and its sensitivity table."""
 
 import pandas as pd
 
@@ -7,30 +7,37 @@ from attnscope import claims, evidence, io, report
 
 log = io.setup_script_logging(snakemake.log[0])
 layout = evidence.evidence_layout(**snakemake.params.claims)
-tables = []
+bands = snakemake.params.bands
+tables, sensitivities, headers = [], [], {}
 for model, entry in layout.items():
-    table = claims.evaluate(evidence.load_evidence(model, entry))
+    ev = evidence.load_evidence(model, entry)
+    table, sensitivity = claims.evaluate(ev, bands=bands)
     for row in table.itertuples():
-        log.info("%s %s: %s (%s)", model, row.claim, row.verdict, row.measured)
+        log.info("%s %s: %s, robust %s (%s)", model, row.claim, row.verdict, row.robust, row.measured)
     tables.append(table)
+    sensitivities.append(sensitivity)
+    headers[model] = claims.measured_on(ev)
 table = pd.concat(tables, ignore_index=True)
+sensitivity = pd.concat(sensitivities, ignore_index=True)
 # The layout names the inputs; their digests say what they hold (generation, attention, spectra settings).
 thresholds = claims.Thresholds().__dict__
-digest = io.config_digest(layout, evidence.input_digests(snakemake.input), thresholds)
-meta = io.job_metadata(snakemake, digest, thresholds=thresholds)
+digest = io.config_digest(layout, evidence.input_digests(snakemake.input), thresholds, bands)
+meta = io.job_metadata(snakemake, digest, thresholds=thresholds, bands=bands)
 io.write_parquet(table, snakemake.output.table, meta)
-io.write_text(claims.claims_markdown(table), snakemake.output.markdown)
+io.write_parquet(sensitivity, snakemake.output.sensitivity, meta)
+io.write_text(claims.claims_markdown(table, sensitivity, headers), snakemake.output.markdown)
 sections = [
     (
         f"{model} (experiment {rows['experiment'].iloc[0]})",
-        ", ".join(f"{n} {v}" for v, n in rows["verdict"].value_counts().items()),
-        rows.drop(columns=["model", "claim", "value", "experiment"]),
+        headers[model] + " " + ", ".join(f"{n} {v}" for v, n in rows["verdict"].value_counts().items()),
+        rows.drop(columns=["model", "claim", "experiment"]),
     )
     for model, rows in table.groupby("model", sort=False)
 ]
 intro = (
-    "Each qualitative claim of the thesis (ch. 7.2.2, 8, 9.1), the metric that tests it, the measured values "
-    "and the verdict at the stated threshold; attention metrics are head-mean maps averaged over the prompts."
+    "Each qualitative claim of the thesis (ch. 7.2.2, 8, 9.1), the metric that tests it, the estimate with "
+    "its 95 % interval (cluster bootstrap over target words), the verdict from the whole interval under the "
+    "thesis's own analysis choice, and whether every other choice agrees (robust)."
 )
 io.write_text(
     report.html_page("Thesis claims against the measurements", sections, intro), snakemake.output.html

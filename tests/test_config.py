@@ -183,3 +183,32 @@ def test_snakemake_refuses_a_bad_config_before_any_job(tmp_path):
     assert run.returncode != 0
     assert "experiments.animals-k5.k: 0 is less than the minimum of 1" in run.stdout + run.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_shot_seeds_become_replicate_experiments_with_different_prompts():
+    from attnscope import data, prompts
+
+    config = default_config()
+    config["experiments"]["animals-k3"]["seeds"] = [0, 4]
+    plan = checked(config)
+    first, second = plan.experiments["animals-k3"], plan.experiments["animals-k3-seed4"]
+    assert (first.seed, second.seed) == (0, 4) and first.targets == second.targets
+    assert (
+        first.replicate_group == second.replicate_group == "animals-k3"
+        and second.replicate_of == "animals-k3"
+    )
+    assert list(plan.experiments)[:2] == ["animals-k3", "animals-k3-seed4"]
+    clues, _ = data.import_clues(config["data"]["clue_files"])
+    pool = clues[clues["category"] == "Animals"]
+    shots = [prompts.draw_shots(pool, first.targets, e.prompt_spec) for e in (first, second)]
+    words = [[list(s["word"]) for s in draw] for draw in shots]
+    assert words[0] != words[1] and sum(a == b for a, b in zip(*words)) < len(first.targets) // 2
+    # A single seed, listed or not, keeps the experiment's name (nothing reruns).
+    config["experiments"]["animals-k3"]["seeds"] = [0]
+    assert "animals-k3-seed4" not in checked(config).experiments
+    config["experiments"]["animals-k3"]["seeds"] = [0, 5]
+    config["experiments"]["animals-k3-seed5"] = dict(config["experiments"]["animals-k5"])
+    with pytest.raises(
+        cfg.ConfigError, match=r"experiments\.animals-k3\.seeds: replicate 'animals-k3-seed5'"
+    ):
+        checked(config)

@@ -1,31 +1,38 @@
 """The thesis-claims table: each qualitative claim of chapters 7.2.2, 8 and 9.1 against
-this run's measurements, with the metric, the measured values and a verdict at a stated
-threshold.
+this run's measurements, as an estimate with a 95 % confidence interval and a verdict from
+the whole interval.
 
-Verdicts: ``supported`` (the measurement passes the stated bar), ``contradicted`` (it
-falls on the other side of the stated bar), ``inconclusive`` (in between), ``not
-measured`` (the run lacks the variant or table the claim needs). The bars are fixed in
-:class:`Thresholds` and printed in every row; a measurement is never rounded towards the
-thesis.
+Verdicts: ``supported`` (the whole interval clears the supported bar), ``contradicted``
+(it lies wholly on the other side of the contradicted bar; on a model other than the
+thesis's Mistral-7B this reads *not replicated on <model>*), ``inconclusive`` (the
+interval straddles a bar), ``not measured`` (the run lacks the variant or table the claim
+needs). The bars are fixed in :class:`Thresholds` and printed in every row.
 
-Attention claims use the head-mean maps (the thesis's single-head simulation) of one
-*reference experiment* (``claims.experiment``): layers split into thirds (early,
-middle, late), every metric averaged over the experiment's prompts per layer.
+Intervals resample target words (:mod:`attnscope.stats`): the prompts of one target under
+several shot seeds form one cluster. Weight claims resample layers. Each attention claim is
+measured under every analysis choice of the maps (the thesis's: keys restricted to the
+words and clues; full rows; full rows without the first token) and every layer band of
+``claims.bands``; the table gives the verdict under the thesis's choice with the first
+band and says whether the others agree (``robust``); the sensitivity table lists them all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from attnscope import stats
 from attnscope import variants as variant_names
-from attnscope.evidence import SMALL_VALUE, Evidence
+from attnscope.evidence import Evidence
 from attnscope.io import markdown_table
+from attnscope.spectra import OBSERVATIONS, Observation
+from attnscope.stats import Interval
 from attnscope.verdicts import CLAIM_VERDICTS as VERDICTS
-from attnscope.verdicts import CONTRADICTED, NOT_MEASURED, SUPPORTED, three_way
+from attnscope.verdicts import CONTRADICTED, NOT_MEASURED, SUPPORTED
 from attnscope.verdicts import INCONCLUSIVE as INCONCLUSIVE  # re-exported: callers test against claims.*
 
 COLUMNS = [
@@ -34,13 +41,39 @@ COLUMNS = [
     "section",
     "statement",
     "metric",
+    "setting",
+    "estimate",
+    "low",
+    "high",
+    "n_prompts",
+    "n_seeds",
     "measured",
-    "value",
     "threshold",
     "verdict",
+    "robust",
     "experiment",
     "variants",
 ]
+SENSITIVITY_COLUMNS = [
+    "model",
+    "claim",
+    "statement",
+    "setting",
+    "estimate",
+    "low",
+    "high",
+    "n_prompts",
+    "n_seeds",
+    "verdict",
+]
+
+THESIS_CHOICE = "words"
+"""The thesis's analysis choice: "I chose to plot only the attention scores that address the
+words and clues" (keys and queries restricted to them, rows renormalised)."""
+DEFAULT_BANDS: tuple[str | int, ...] = ("thirds", 3, 5)
+"""``claims.bands``: the layers split into thirds, or the first/last n layers against the rest."""
+SPECTRA_FORMS = ("raw", "folded")
+"""Weight forms of the spectra claims: the stored matrices (what the thesis measured) first."""
 
 
 @dataclass(frozen=True)
@@ -48,43 +81,65 @@ class Thresholds:
     """The bars of every verdict (see ``docs/figures.md``, "Claims")."""
 
     ratio_supported: float = 1.5
-    """self-mass ratio (early/middle, late/middle) at or above which a third is 'diagonal-dominant' again"""
+    """self-mass ratio (early/middle, late/middle) at or above which a band is 'diagonal-dominant' again"""
     ratio_contradicted: float = 1.0
     """... at or below which it is not more diagonal than the middle layers at all"""
     entropy_step: float = 0.05
-    """entropy difference between thirds that counts as dispersion / contraction"""
+    """entropy difference between bands that counts as dispersion / contraction"""
     layer_share: float = 0.8
-    """share of layers an effect must hold in to be supported"""
+    """share of layers an effect must hold in (at adjusted p < 0.05) to be supported"""
     layer_share_contradicted: float = 0.5
-    """share of layers at or below which it is contradicted"""
-    small_share: float = 0.9
-    """share of plotted token-level values in [0, 0.1] that supports 'mostly'"""
-    small_share_contradicted: float = 0.75
+    """share of heads at or below which an alignment claim is contradicted"""
+    null_ratio: float = 1.1
+    """within-shot mass over its distance-matched null that counts as attending within the shot"""
+    small_mass: float = 0.5
+    """share of the attention mass carried by values ≤ 0.1 that counts as 'mostly in [0, 0.1]'"""
     weak_correlation: float = 0.3
     """largest per-layer |correlation| with the cosine that is still 'weak'"""
     strong_correlation: float = 0.5
     uniform_entropy: float = 0.9
     """smallest per-layer normalised entropy of the random model that is 'near uniform'"""
     uniform_entropy_contradicted: float = 0.8
-    """mean normalised entropy below which the random model is not near uniform"""
+    """... below which (the whole interval) the random model is not near uniform"""
     ablation_step: float = 0.02
     """mean per-layer change (entropy or self mass) an α edit must make"""
+    predominant: float = 0.5
+    """self mass at which tokens 'predominantly attend to themselves'"""
     alignment_z: float = 2.0
     """|z| of Tr(W_qᵀW_k) counted as 'small' (within 2σ of random init)"""
     copy_share: float = 0.5
     """mean share of a clue's word bigrams found in its prompt that counts as copying"""
     broken_share: float = 0.5
     """share of empty or unterminated clues that counts as 'empty or broken'"""
+    alpha: float = 0.05
+    """false discovery rate of the per-layer tests (Benjamini–Hochberg)"""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One analysis setting of a claim: the maps' choice and layer band, or the weights' form."""
+
+    choice: str | None = None
+    band: str | int | None = None
+    form: str | None = None
+    scale_free: bool = False
+
+    def label(self) -> str:
+        parts = [self.choice, band_name(self.band) if self.band is not None else None, self.form]
+        if self.scale_free:
+            parts.append("scale-free")
+        return ", ".join(p for p in parts if p) or "–"
 
 
 @dataclass(frozen=True)
 class Result:
-    """A claim's measurement: the headline value, a readable account, and the verdict."""
+    """A claim's measurement: the estimate with its interval, a readable account, the verdict."""
 
     verdict: str
-    value: float
+    interval: Interval
     measured: str
     variants: str = "trained"
+    n_seeds: int = 1
 
 
 @dataclass(frozen=True)
@@ -96,34 +151,95 @@ class Claim:
     statement: str
     metric: str
     threshold: str
-    measure: Callable[[Evidence, Thresholds], Result | list[tuple[str, Result]]]
-    """One result, or (statement, result) rows for a claim measured several times."""
+    measure: Callable[[Evidence, Thresholds, Setting], Result | list[tuple[str, Result | None]] | None]
+    """One result (``None``: the setting does not apply), or (statement, result) rows."""
+    varies: tuple[str, ...] = ()
+    """The setting fields the claim is measured under: ``choice``, ``band``, ``form``."""
+
+
+NAN_INTERVAL = Interval(float("nan"), float("nan"), float("nan"), 0, 0)
 
 
 # --------------------------------------------------------------------------- helpers
 
 
 def not_measured(reason: str, variants: str = "trained") -> Result:
-    return Result(NOT_MEASURED, float("nan"), reason, variants)
+    return Result(NOT_MEASURED, NAN_INTERVAL, reason, variants, 0)
 
 
-def layer_thirds(num_layers: int) -> dict[str, np.ndarray]:
-    """Early, middle and late layers: the model's layers split into three near-equal parts."""
-    parts = np.array_split(np.arange(num_layers), 3)
-    return dict(zip(("early", "middle", "late"), parts))
+def band_name(band: str | int) -> str:
+    return "thirds" if band == "thirds" else f"first/last {band}"
 
 
-def third_means(means: pd.DataFrame, metric: str) -> dict[str, float]:
-    """The mean of a per-layer metric over each third of the layers."""
-    values = means[metric].to_numpy()
-    return {
-        name: float(np.nanmean(values[idx])) if len(idx) else float("nan")
-        for name, idx in layer_thirds(len(values)).items()
-    }
+def layer_bands(num_layers: int, band: str | int) -> dict[str, np.ndarray]:
+    """Early, middle and late layers: thirds (three near-equal parts), or the first and last
+    ``band`` layers with the rest as the middle."""
+    layers = np.arange(num_layers)
+    if band == "thirds":
+        return dict(zip(("early", "middle", "late"), np.array_split(layers, 3)))
+    n = min(int(band), num_layers // 3)
+    return {"early": layers[:n], "middle": layers[n : num_layers - n], "late": layers[num_layers - n :]}
 
 
-def _fmt(values: Mapping[str, float]) -> str:
-    return ", ".join(f"{k} {v:.3g}" for k, v in values.items())
+def _band_mean(means: np.ndarray, layers: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        return np.nanmean(means[..., layers], axis=-1) if len(layers) else np.full(means.shape[:-1], np.nan)
+
+
+def verdict_of(interval: Interval, supported_at: float, contradicted_at: float) -> str:
+    """The verdict of an interval against two bars (their order says which way supports)."""
+    side = stats.interval_side(interval, supported_at, contradicted_at)
+    return {1: SUPPORTED, -1: CONTRADICTED, 0: INCONCLUSIVE}[side]
+
+
+@dataclass(frozen=True)
+class PromptTable:
+    """Per prompt (a row per variant × replicate × prompt), one or more metrics per layer."""
+
+    values: np.ndarray  # [prompt, metric × layer]
+    targets: np.ndarray  # [prompt], the resampling clusters
+    num_layers: int
+    n_seeds: int
+
+    def interval(self, statistic: Callable[[np.ndarray], np.ndarray]) -> Interval:
+        """``statistic`` of the per-layer means [..., metric, layer], clustered by target."""
+        layers = self.num_layers
+
+        def of_columns(means: np.ndarray) -> np.ndarray:
+            return statistic(means.reshape(*means.shape[:-1], -1, layers))
+
+        return stats.cluster_interval(self.values, self.targets, of_columns)
+
+
+def prompt_table(
+    table: pd.DataFrame, variants: Sequence[str], metrics: Sequence[str], choice: str | None = None
+) -> PromptTable | None:
+    """The rows of ``variants`` (under ``choice``) as a :class:`PromptTable` of ``metrics``."""
+    rows = table[table["variant"].isin(variants)] if "variant" in table else table.iloc[:0]
+    if choice is not None and len(rows):
+        rows = rows[rows["choice"] == choice]
+    if rows.empty:
+        return None
+    index = ["variant", "experiment", "prompt_index", "target"]
+    wide = rows.set_index([*index, "layer"])[list(metrics)].unstack("layer").sort_index()
+    num_layers = wide.columns.get_level_values("layer").nunique()
+    seeds = rows.drop_duplicates(["variant", "seed"])
+    return PromptTable(
+        wide.to_numpy(np.float64), wide.index.get_level_values("target").to_numpy(), num_layers, len(seeds)
+    )
+
+
+def paired_table(
+    table: pd.DataFrame, variant: str, metrics: Sequence[str], choice: str | None
+) -> PromptTable | None:
+    """``variant`` − trained, paired per replicate, prompt and layer."""
+    edited, trained = (
+        prompt_table(table, [variant], metrics, choice),
+        prompt_table(table, ["trained"], metrics, choice),
+    )
+    if edited is None or trained is None or edited.values.shape != trained.values.shape:
+        return None
+    return PromptTable(edited.values - trained.values, edited.targets, edited.num_layers, edited.n_seeds)
 
 
 def pick_variant(
@@ -148,180 +264,241 @@ def pick_variant(
     return min(candidates)[1] if candidates else None
 
 
-# --------------------------------------------------------------------------- the claims
+def random_variants(names: Iterable[str]) -> list[str]:
+    """Every random-init variant (random-s<seed>): their seeds are replicates of one init."""
+    return [n for n in names if variant_names.parse(n).kind == "random"]
 
 
-def _on_trained_means(
-    measure: Callable[[pd.DataFrame, Thresholds], Result],
-) -> Callable[[Evidence, Thresholds], Result]:
-    """A claim measured on the trained model's layer means; not measured without them."""
-
-    def claim(ev: Evidence, th: Thresholds) -> Result:
-        means = ev.layer_means("trained")
-        return not_measured("no trained attention metrics") if means is None else measure(means, th)
-
-    return claim
+# --------------------------------------------------------------------------- attention claims
 
 
-def _diagonal(third: str) -> Callable[[Evidence, Thresholds], Result]:
-    """Self mass of the ``third`` (early or late) layers against the middle ones; the
-    measured text adds the self + previous-token band, for the thesis's pictures."""
-
-    @_on_trained_means
-    def measure(means: pd.DataFrame, th: Thresholds) -> Result:
-        thirds = third_means(means, "self_mass")
-        ratio = thirds[third] / thirds["middle"]
-        verdict = three_way(ratio, ratio >= th.ratio_supported, ratio <= th.ratio_contradicted)
-        measured = f"self mass {_fmt(thirds)}; {third}/middle = {ratio:.3g}"
-        if "previous_mass" in means:
-            band = third_means(means.assign(band=means["self_mass"] + means["previous_mass"]), "band")
-            measured += f" (self + previous-token mass: {_fmt(band)})"
-        return Result(verdict, ratio, measured)
-
-    return measure
+def _bands_of(ev: Evidence, setting: Setting, metric: str) -> PromptTable | None:
+    return prompt_table(ev.choices, ["trained"], [metric], setting.choice)
 
 
-def _entropy_step(later: str, earlier: str, sign: int) -> Callable[[Evidence, Thresholds], Result]:
-    """The change of normalised entropy from the ``earlier`` to the ``later`` third, expected
-    up (``sign`` +1: attention disperses) or down (−1: it contracts) by the entropy step."""
+def _band_text(table: PromptTable, band: str | int, name: str) -> str:
+    parts = layer_bands(table.num_layers, band)
+    means = np.nanmean(table.values, axis=0)
+    return name + " " + ", ".join(f"{part} {np.nanmean(means[idx]):.3g}" for part, idx in parts.items())
 
-    @_on_trained_means
-    def measure(means: pd.DataFrame, th: Thresholds) -> Result:
-        thirds = third_means(means, "row_entropy")
-        step = thirds[later] - thirds[earlier]
-        verdict = three_way(step, sign * step >= th.entropy_step, sign * step <= 0)
-        return Result(verdict, step, f"normalised entropy {_fmt(thirds)}; {later} − {earlier} = {step:+.3g}")
+
+def _diagonal(band_part: str) -> Callable[[Evidence, Thresholds, Setting], Result]:
+    """Self mass of the early or late band against the middle one."""
+
+    def measure(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
+        table = _bands_of(ev, setting, "self_mass")
+        if table is None:
+            return not_measured("no trained attention metrics")
+        parts = layer_bands(table.num_layers, setting.band)
+        interval = table.interval(
+            lambda m: _band_mean(m[..., 0, :], parts[band_part]) / _band_mean(m[..., 0, :], parts["middle"])
+        )
+        verdict = verdict_of(interval, th.ratio_supported, th.ratio_contradicted)
+        measured = f"{_band_text(table, setting.band, 'self mass')}; {band_part}/middle = {interval}"
+        return Result(verdict, interval, measured, n_seeds=table.n_seeds)
 
     return measure
 
 
-@_on_trained_means
-def _within_shot(means: pd.DataFrame, th: Thresholds) -> Result:
-    within, across = means["within_shot_mass"], means["across_shot_mass"]
-    valid = within.notna() & across.notna()
-    if not valid.any():
+def _entropy_step(later: str, earlier: str, sign: int) -> Callable[[Evidence, Thresholds, Setting], Result]:
+    """The change of normalised entropy from the ``earlier`` to the ``later`` band, expected up
+    (``sign`` +1: attention disperses) or down (−1: it contracts) by the entropy step."""
+
+    def measure(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
+        table = _bands_of(ev, setting, "row_entropy")
+        if table is None:
+            return not_measured("no trained attention metrics")
+        parts = layer_bands(table.num_layers, setting.band)
+        interval = table.interval(
+            lambda m: _band_mean(m[..., 0, :], parts[later]) - _band_mean(m[..., 0, :], parts[earlier])
+        )
+        verdict = verdict_of(interval, sign * th.entropy_step, 0.0)
+        text = f"{_band_text(table, setting.band, 'normalised entropy')}; {later} − {earlier} = {interval}"
+        return Result(verdict, interval, text, n_seeds=table.n_seeds)
+
+    return measure
+
+
+def _within_shot(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
+    columns = ["within_shot_mass", "within_shot_null", "across_shot_mass", "boundary_drop"]
+    table = prompt_table(ev.choices, ["trained"], columns, setting.choice)
+    if table is None:
+        return not_measured("no trained attention metrics")
+    if np.isnan(table.values).all():
         return not_measured("no query in shot 2 or later (k = 1?)")
-    share = float((within[valid] > across[valid]).mean())
-    verdict = three_way(share, share >= th.layer_share, share <= th.layer_share_contradicted)
+
+    def pooled(m: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore"):
+            return np.nanmean(m[..., 0, :], axis=-1) / np.nanmean(m[..., 1, :], axis=-1)
+
+    interval = table.interval(pooled)
+    drop = table.interval(lambda m: np.nanmean(m[..., 3, :], axis=-1))
+    means = np.nanmean(table.values, axis=0).reshape(4, table.num_layers)
+    valid = ~np.isnan(means[0]) & ~np.isnan(means[2])
+    share = float((means[0][valid] > means[2][valid]).mean())
+    verdict = verdict_of(interval, th.null_ratio, 1.0)
     measured = (
-        f"within > across in {share:.0%} of {int(valid.sum())} layers; layer means within "
-        f"{within[valid].mean():.3g}, across {across[valid].mean():.3g}"
+        f"within-shot mass / distance-matched null = {interval}; shot-boundary drop {drop}; "
+        f"(without the null: within > across in {share:.0%} of {int(valid.sum())} layers)"
     )
-    return Result(verdict, share, measured)
+    return Result(verdict, interval, measured, n_seeds=table.n_seeds)
 
 
-def _value_domain(ev: Evidence, th: Thresholds) -> Result:
-    table = ev.value_domain
-    if table is None or table.empty or table["n_values"].sum() == 0:
-        return not_measured("no trained attention store of the reference experiment")
-    share = float(table["n_small"].sum() / table["n_values"].sum())
-    worst = table.assign(share=table["n_small"] / table["n_values"]).sort_values("share").iloc[0]
-    verdict = three_way(share, share >= th.small_share, share < th.small_share_contradicted)
+def _value_domain(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
+    table = prompt_table(ev.choices, ["trained"], ["small_mass", "small_share"], setting.choice)
+    if table is None:
+        return not_measured("no trained attention metrics")
+    interval = table.interval(lambda m: np.nanmean(m[..., 0, :], axis=-1))
+    share = table.interval(lambda m: np.nanmean(m[..., 1, :], axis=-1))
+    verdict = verdict_of(interval, th.small_mass, th.small_mass)
     measured = (
-        f"{share:.1%} of {int(table['n_values'].sum()):,} plotted token-level values ≤ {SMALL_VALUE}; "
-        f"lowest layer {int(worst['layer'])}: {worst['share']:.1%}"
+        f"share of the attention mass on values ≤ 0.1: {interval} (share of values ≤ 0.1, "
+        f"which a row of mass 1 cannot fail: {share})"
     )
-    return Result(verdict, share, measured)
+    return Result(verdict, interval, measured, n_seeds=table.n_seeds)
 
 
-@_on_trained_means
-def _cosine_weak(means: pd.DataFrame, th: Thresholds) -> Result:
-    strength = means[["cosine_pearson", "cosine_spearman"]].abs().max(axis=1)
-    peak_layer = int(strength.idxmax())
-    peak = float(strength.max())
-    verdict = three_way(peak, peak < th.weak_correlation, peak >= th.strong_correlation)
+def _cosine_weak(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
+    table = prompt_table(ev.metrics, ["trained"], ["cosine_pearson", "cosine_spearman"])
+    if table is None:
+        return not_measured("no trained attention metrics")
+    interval = table.interval(lambda m: np.nanmax(np.abs(m), axis=(-2, -1)))
+    means = np.nanmean(table.values, axis=0).reshape(2, table.num_layers)
+    peak_layer = int(np.nanargmax(np.abs(means).max(axis=0)))
+    verdict = verdict_of(interval, th.weak_correlation, th.strong_correlation)
     measured = (
-        f"largest layer-mean |r| or |ρ| = {peak:.3g} (layer {peak_layer}); mean over layers "
-        f"r = {means['cosine_pearson'].mean():.3g}, ρ = {means['cosine_spearman'].mean():.3g}"
+        f"largest layer-mean |r| or |ρ| = {interval} (layer {peak_layer}); mean over layers "
+        f"r = {np.nanmean(means[0]):.3g}, ρ = {np.nanmean(means[1]):.3g}"
     )
-    return Result(verdict, peak, measured)
+    return Result(verdict, interval, measured, n_seeds=table.n_seeds)
 
 
-def _random_uniform(ev: Evidence, th: Thresholds) -> Result:
-    name = pick_variant(ev.variants(), "random")
-    if name is None:
+def _random_uniform(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
+    names = random_variants(ev.variants())
+    if not names:
         return not_measured("no random-s<seed> variant in the reference experiment", "random-s*")
-    entropy = ev.layer_means(name)["row_entropy"]
-    low, mean = float(entropy.min()), float(entropy.mean())
-    verdict = three_way(low, low >= th.uniform_entropy, mean < th.uniform_entropy_contradicted)
-    measured = f"normalised entropy: lowest layer {low:.3g} (layer {int(entropy.idxmin())}), mean {mean:.3g}"
-    return Result(verdict, low, measured, name)
+    table = prompt_table(ev.choices, names, ["row_entropy"], setting.choice)
+    if table is None:
+        return not_measured("no random-model metrics under this choice", ", ".join(names))
+    interval = table.interval(lambda m: np.nanmin(m[..., 0, :], axis=-1))
+    means = np.nanmean(table.values, axis=0)
+    verdict = verdict_of(interval, th.uniform_entropy, th.uniform_entropy_contradicted)
+    measured = (
+        f"normalised entropy: lowest layer mean {interval} (layer {int(np.nanargmin(means))}), "
+        f"mean {np.nanmean(means):.3g}; {len(names)} init seed(s)"
+    )
+    return Result(verdict, interval, measured, ", ".join(names), table.n_seeds)
 
 
-def _ablation(metric: str, direction: str, sign: int) -> Callable[[Evidence, Thresholds], Result]:
+def _layer_test(table: PromptTable, sign: int, alpha: float) -> stats.LayerTest:
+    """The paired per-layer test on target means (replicates of a target averaged first)."""
+    frame = pd.DataFrame(table.values[:, : table.num_layers] * sign).groupby(table.targets).mean()
+    return stats.paired_layer_test(frame.to_numpy(), alpha=alpha)
+
+
+def _ablation(metric: str, direction: str, sign: int) -> Callable[[Evidence, Thresholds, Setting], Result]:
     """An α-edit claim: ``metric`` of the α > 1 (``up``) or α < 1 (``down``) edit moves in
-    direction ``sign`` relative to the trained model, in most layers and on average."""
+    direction ``sign`` relative to the trained model, on average and layer by layer."""
+    label = "qkscale-a" + ("2" if direction == "up" else "0.5")
 
-    def measure(ev: Evidence, th: Thresholds) -> Result:
+    def measure(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
         name = pick_variant(ev.variants(), "qkscale", direction, 2.0 if direction == "up" else 0.5)
-        label = "qkscale-a" + ("2" if direction == "up" else "0.5")
         if name is None:
             return not_measured(f"no qkscale variant with α {'>' if direction == 'up' else '<'} 1", label)
-        trained = ev.layer_means("trained")
-        if trained is None:
-            return not_measured("no trained attention metrics", name)
-        delta = (ev.layer_means(name)[metric] - trained[metric]).dropna() * sign
-        mean, share = float(delta.mean()), float((delta > 0).mean())
-        verdict = three_way(mean, mean >= th.ablation_step and share >= th.layer_share, mean <= 0)
-        measured = (
-            f"{METRIC_NAMES[metric]} {name} − trained: mean {sign * mean:+.3g} over {len(delta)} layers, "
-            f"{'higher' if sign > 0 else 'lower'} in {share:.0%}"
+        table = paired_table(ev.choices, name, [metric], setting.choice)
+        if table is None:
+            return not_measured("no trained attention metrics on the same prompts", name)
+        effect = table.interval(lambda m: sign * np.nanmean(m[..., 0, :], axis=-1))
+        test = _layer_test(table, sign, th.alpha)
+        way = "higher" if sign > 0 else "lower"
+        moved = test.count(1) >= th.layer_share * table.num_layers
+        verdict = verdict_of(effect, th.ablation_step, 0.0)
+        if verdict == SUPPORTED and not moved:
+            verdict = INCONCLUSIVE
+        shown = Interval(
+            sign * effect.estimate,
+            *sorted((sign * effect.low, sign * effect.high)),
+            effect.n,
+            effect.n_clusters,
         )
-        return Result(verdict, sign * mean, measured, f"trained, {name}")
+        measured = f"{METRIC_NAMES[metric]} {name} − trained: mean {shown}; {test.describe(1, way)}"
+        return Result(verdict, shown, measured, f"trained, {name}", table.n_seeds)
 
     return measure
 
 
-def _spectrum_rows(ev: Evidence, th: Thresholds) -> list[tuple[str, Result]]:
-    """One result per learned-vs-random observation of the spectra table (ch. 7.2.2)."""
-    table = ev.spectra
-    if table is None or table.empty:
-        statement = "Learned W_q/W_k spectra differ from random as observed in ch. 7.2.2"
-        return [(statement, not_measured("no learned-vs-random spectra table", "trained, random-s*"))]
-    rows = []
-    raw = (table["row_type"] == "observation") & (
-        table["form"] == "raw"
-    )  # the thesis measured the stored weights
-    for row in table[raw].itertuples(index=False):
-        verdict = SUPPORTED if bool(row.holds) else CONTRADICTED
-        measured = (
-            f"W_{row.matrix}: trained {row.trained:.4g}, random {row.random:.4g}, ratio {row.ratio:.3g} "
-            f"(thesis {row.thesis_ratio}); {row.criterion}"
-        )
-        rows.append(
-            (
-                f"W_{row.matrix}: {row.statement}",
-                Result(verdict, float(row.ratio), measured, "trained, random"),
-            )
-        )
-    return rows
+MASS_PARTS = ("self_mass", "previous_mass", "sink_mass")
 
 
-def _alignment_small(scope: str, scale_free: bool = False) -> Callable[[Evidence, Thresholds], Result]:
-    """Share of layers (heads) whose Tr(W_qᵀW_k) is within ``alignment_z`` standard deviations
-    of random matrices: the z-score against the random-init expectation, or (``scale_free``)
-    cosine·√n, the trace over ‖W_q‖_F‖W_k‖_F, which is ≈ N(0, 1/n) for independent random
-    matrices of any scale and so tests the alignment alone."""
+def _alpha_up_self(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
+    """α = 2 raises self mass *and* tokens attend predominantly to themselves; the measured text
+    says where the mass the edit moves goes (self, previous token, sink, the rest)."""
+    result = _ablation("self_mass", "up", 1)(ev, th, setting)
+    name = pick_variant(ev.variants(), "qkscale", "up", 2.0)
+    if result.verdict == NOT_MEASURED:
+        return result
+    edited = prompt_table(ev.choices, [name], ["self_mass"], setting.choice)
+    level = edited.interval(lambda m: np.nanmean(m[..., 0, :], axis=-1))
+    moved = paired_table(ev.choices, name, MASS_PARTS, setting.choice)
+    deltas = np.nanmean(moved.values, axis=0).reshape(len(MASS_PARTS), moved.num_layers).mean(axis=1)
+    rest = -np.nansum(deltas)
+    where = ", ".join(f"{part.removesuffix('_mass')} {d:+.3g}" for part, d in zip(MASS_PARTS, deltas))
+    verdict = result.verdict
+    if level.high < th.predominant:
+        verdict = CONTRADICTED
+    elif verdict == SUPPORTED and level.low < th.predominant:
+        verdict = INCONCLUSIVE
+    measured = (
+        f"{result.measured}; {name} self mass {level} (predominant ≥ {th.predominant:g}); "
+        f"the mass moves: {where}, rest {rest:+.3g}"
+    )
+    return Result(verdict, result.interval, measured, result.variants, result.n_seeds)
 
-    def measure(ev: Evidence, th: Thresholds) -> Result:
-        table = ev.alignment
-        if table is None or table.empty:
-            return not_measured("no base-alignment table")
-        rows = table[table["scope"] == scope]
-        z = (rows["cosine"] * np.sqrt(rows["n_terms"]) if scale_free else rows["z_score"]).abs()
-        share = float((z <= th.alignment_z).mean())
-        verdict = three_way(share, share >= th.layer_share, share < th.layer_share_contradicted)
-        name = "|cosine|·√n" if scale_free else "|z|"
-        measured = (
-            f"{name} ≤ {th.alignment_z:g} for {share:.0%} of {len(z)} {scope}s; "
-            f"median {z.median():.3g}, max {z.max():.3g}"
+
+# --------------------------------------------------------------------------- clue claims
+
+
+def _reference_clues(ev: Evidence, name: str, column: str) -> tuple[PromptTable, PromptTable] | None:
+    """``column`` per clue of ``name`` and of trained on the reference experiment's prompts:
+    (edited, edited − trained)."""
+    clues = ev.clues
+    rows = clues[clues["experiment"].isin(ev.replicates)]
+    rows = rows.assign(layer=0, broken=(rows["clue"].str.strip() == "") | ~rows["format_ok"].astype(bool))
+    edited = prompt_table(rows, [name], [column])
+    delta = paired_table(rows, name, [column], None)
+    return None if edited is None or delta is None else (edited, delta)
+
+
+def _clue_claim(
+    direction: str, alpha: float, column: str, bar: Callable[[Thresholds], float], what: str
+) -> Callable[[Evidence, Thresholds, Setting], Result]:
+    """A claim on the α edit's clues: its mean ``column`` clears the bar and exceeds trained's
+    (paired per prompt); contradicted if it does not exceed trained's."""
+    label = "qkscale-a" + ("2" if direction == "up" else "0.5")
+
+    def measure(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
+        clues = ev.clues
+        name = (
+            None
+            if clues is None or clues.empty
+            else pick_variant(clues["variant"].unique(), "qkscale", direction, alpha)
         )
-        return Result(verdict, share, measured)
+        pair = None if name is None else _reference_clues(ev, name, column)
+        if pair is None:
+            return not_measured(f"no qkscale variant with α {'>' if direction == 'up' else '<'} 1", label)
+        edited, delta = pair
+        level = edited.interval(lambda m: m[..., 0, 0])
+        above = delta.interval(lambda m: m[..., 0, 0])
+        verdict = verdict_of(above, 1e-12, 0.0)
+        if verdict == SUPPORTED:
+            verdict = verdict_of(level, bar(th), -np.inf)
+        measured = f"{what}: {name} {level}, minus trained (paired) {above}"
+        return Result(verdict, level, measured, f"trained, {name}", edited.n_seeds)
 
     return measure
 
 
-def _more_shots(ev: Evidence, th: Thresholds) -> Result:
+def _more_shots(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
     clues = ev.clues
     if clues is None or clues.empty:
         return not_measured("no generated clues")
@@ -329,116 +506,180 @@ def _more_shots(ev: Evidence, th: Thresholds) -> Result:
     scored = trained.dropna(subset=["chrf"])  # chrF needs a reference clue
     if scored.empty:
         return not_measured("no target has a reference clue in the clue files")
-    by_k = scored.groupby(["category", "k"])["chrf"].mean().reset_index()
-    best = by_k.groupby("category")["k"].nunique()
-    if best.empty or best.max() < 2:
+    counts = scored.groupby("category")["k"].nunique()
+    if counts.empty or counts.max() < 2:
         return not_measured("fewer than two shot counts k of one category")
-    category = best.idxmax()
-    curve = by_k[by_k["category"] == category].sort_values("k")
-    steps = np.diff(curve["chrf"].to_numpy())
-    rho = float(pd.Series(curve["k"].to_numpy()).corr(pd.Series(curve["chrf"].to_numpy()), method="spearman"))
-    verdict = three_way(rho, bool((steps > 0).all()), rho <= 0)
+    category = counts.idxmax()
+    per_target = scored[scored["category"] == category].groupby(["k", "target"])["chrf"].mean().unstack("k")
+    ks = list(per_target.columns)
+    paired = per_target.dropna()
+    if len(paired) < 2:
+        return not_measured(f"{category}: fewer than two targets scored at every k")
+    steps = [stats.cluster_mean_interval(paired[b] - paired[a]) for a, b in zip(ks, ks[1:])]
+    overall = stats.cluster_mean_interval(paired[ks[-1]] - paired[ks[0]])
+    if all(step.low > 0 for step in steps):
+        verdict = SUPPORTED
+    else:
+        verdict = verdict_of(overall, np.inf, 0.0)
     of_category = trained[trained["category"] == category]
-    n_scored = of_category.groupby("k")["chrf"].count()
-    n_all = of_category.groupby("k").size()
-    measured = f"{category}: mean chrF " + ", ".join(
-        f"k={k} {c:.3g} ({n_scored[k]} of {n_all[k]} targets with a reference)"
-        for k, c in zip(curve["k"], curve["chrf"])
+    n_all = of_category.groupby("k")["target"].nunique()
+    levels = ", ".join(
+        f"k={k} {per_target[k].mean():.3g} ({n} of {n_all[k]} targets with a reference)"
+        for k, n in per_target.notna().sum().items()
     )
-    return Result(verdict, rho, measured + f"; Spearman(k, chrF) = {rho:.2f}")
+    step_text = ", ".join(f"k{b} − k{a} {step}" for (a, b), step in zip(zip(ks, ks[1:]), steps))
+    measured = f"{category}: mean chrF {levels}; paired per target: {step_text}"
+    n_seeds = of_category.drop_duplicates(["experiment"]).groupby("k").size().max()
+    return Result(verdict, overall, measured, n_seeds=int(n_seeds))
 
 
-def _qkscale_clues(ev: Evidence, direction: str, alpha: float) -> tuple[str | None, pd.DataFrame | None]:
-    """The run's qkscale variant closest to ``alpha`` in ``direction`` and the reference
-    experiment's clues (both None without such a variant)."""
-    clues = ev.clues
-    if clues is None or not len(clues):
-        return None, None
-    name = pick_variant(clues["variant"].unique(), "qkscale", direction, alpha)
-    return (name, clues[clues["experiment"] == ev.experiment]) if name is not None else (None, None)
+# --------------------------------------------------------------------------- weight claims
 
 
-def _alpha_up_copies(ev: Evidence, th: Thresholds) -> Result:
-    name, rows = _qkscale_clues(ev, "up", 2.0)
-    if name is None:
-        return not_measured("no qkscale variant with α > 1", "qkscale-a2")
-    edited = float(rows.loc[rows["variant"] == name, "copy_share"].mean())
-    trained = float(rows.loc[rows["variant"] == "trained", "copy_share"].mean())
-    verdict = three_way(edited, edited >= th.copy_share and edited > trained, edited <= trained)
-    measured = f"mean share of clue bigrams found in the prompt: {name} {edited:.3g}, trained {trained:.3g}"
-    return Result(verdict, edited, measured, f"trained, {name}")
+def _layer_values(table: pd.DataFrame, form: str, matrix: str, column: str | Callable) -> pd.Series:
+    """One value per layer of ``matrix`` in ``form`` (tables without forms are raw)."""
+    rows = table[table["matrix"] == matrix]
+    if "form" in rows:
+        rows = rows[rows["form"] == form]
+    elif form != SPECTRA_FORMS[0]:
+        rows = rows.iloc[:0]
+    values = column(rows) if callable(column) else rows[column]
+    return pd.Series(np.asarray(values, np.float64), index=rows["layer"].to_numpy())
 
 
-def _alpha_down_broken(ev: Evidence, th: Thresholds) -> Result:
-    name, rows = _qkscale_clues(ev, "down", 0.5)
-    if name is None:
-        return not_measured("no qkscale variant with α < 1", "qkscale-a0.5")
-
-    def broken(variant: str) -> float:
-        part = rows[rows["variant"] == variant]
-        return float(((part["clue"].str.strip() == "") | ~part["format_ok"].astype(bool)).mean())
-
-    edited, trained = broken(name), broken("trained")
-    verdict = three_way(edited, edited >= th.broken_share and edited > trained, edited <= trained)
+def _observation_result(ev: Evidence, obs: Observation, matrix: str, setting: Setting) -> Result | None:
+    """A learned/random ratio of layer means with an interval over layers (paired by layer),
+    judged by the observation's criterion on the whole interval. Scale-free: the top singular
+    value's share σ_max²/‖W‖²_F (1 / stable rank) in place of σ_max; Σσ² has no scale-free form."""
+    randoms = [v for v in ev.spectra if v != "trained"]
+    if setting.scale_free:
+        if obs.measure != "sv_max":
+            return None
+        column: str | Callable = lambda rows: rows["lambda_max"] / rows["sum_sigma2"]  # noqa: E731
+    else:
+        column = obs.measure
+    trained = _layer_values(ev.spectra["trained"], setting.form, matrix, column)
+    random = pd.concat([_layer_values(ev.spectra[v], setting.form, matrix, column) for v in randoms])
+    random = random.groupby(level=0).mean()
+    layers = trained.index.intersection(random.index)
+    if not len(layers):
+        return None
+    values = np.column_stack([trained[layers], random[layers]])
+    interval = stats.cluster_interval(values, layers, lambda m: m[..., 0] / m[..., 1])
+    grid = np.linspace(interval.low, interval.high, 65)
+    passes = np.array([obs.test(r) for r in grid])
+    verdict = SUPPORTED if passes.all() else CONTRADICTED if not passes.any() else INCONCLUSIVE
+    low, high = obs.thesis_range
+    what = "σ_max²/‖W‖²_F" if setting.scale_free else {"sum_sigma2": "Σσ²", "sv_max": "σ_max"}[obs.measure]
     measured = (
-        f"share of clues empty or without the closing end marker: {name} {edited:.0%}, trained {trained:.0%}"
+        f"W_{matrix} {what}: trained {np.mean(values[:, 0]):.4g}, random {np.mean(values[:, 1]):.4g}, "
+        f"ratio {interval} over {len(layers)} layers (thesis {low:g}–{high:g}); {obs.criterion}"
     )
-    return Result(verdict, edited, measured, f"trained, {name}")
+    return Result(verdict, interval, measured, f"trained, {', '.join(randoms)}", len(randoms))
+
+
+def _spectrum_rows(ev: Evidence, th: Thresholds, setting: Setting) -> list[tuple[str, Result | None]]:
+    """One result per observation of ch. 7.2.2 and matrix (:data:`attnscope.spectra.OBSERVATIONS`)."""
+    if "trained" not in ev.spectra or len(ev.spectra) < 2:
+        statement = "Learned W_q/W_k spectra differ from random as observed in ch. 7.2.2"
+        return [(statement, not_measured("no trained and random spectra tables", "trained, random-s*"))]
+    return [
+        (f"W_{matrix}: {obs.statement}", _observation_result(ev, obs, matrix, setting))
+        for obs in OBSERVATIONS
+        for matrix in obs.matrices
+    ]
+
+
+def _alignment_small(
+    scope: str, scale_free: bool = False
+) -> Callable[[Evidence, Thresholds, Setting], Result]:
+    """Share of layers (heads) whose Tr(W_qᵀW_k) is within ``alignment_z`` standard deviations
+    of random matrices: the z-score against the random-init expectation, or (``scale_free``)
+    cosine·√n, the trace over ‖W_q‖_F‖W_k‖_F, which is ≈ N(0, 1/n) for independent random
+    matrices of any scale and so tests the alignment alone. Interval: heads resampled by layer."""
+
+    def measure(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
+        table = ev.alignment
+        if table is None or table.empty:
+            return not_measured("no base-alignment table")
+        rows = table[table["scope"] == scope]
+        z = (rows["cosine"] * np.sqrt(rows["n_terms"]) if scale_free else rows["z_score"]).abs()
+        interval = stats.cluster_mean_interval((z <= th.alignment_z).astype(float), rows["layer"].to_numpy())
+        verdict = verdict_of(interval, th.layer_share, th.layer_share_contradicted)
+        name = "|cosine|·√n" if scale_free else "|z|"
+        measured = (
+            f"share with {name} ≤ {th.alignment_z:g}: {interval} of {len(z)} {scope}s; "
+            f"median {z.median():.3g}, max {z.max():.3g}"
+        )
+        return Result(verdict, interval, measured, n_seeds=0)
+
+    return measure
 
 
 METRIC_NAMES = {"row_entropy": "normalised entropy", "self_mass": "self mass"}
 
 _T = Thresholds()
-ABLATION_BAR = "supported if mean ≥ {step:g} and {way} in ≥ {share:.0%} of layers; contradicted ≤ 0"
+ABLATION_BAR = (
+    "supported if the mean's interval ≥ {step:g} and {way} in ≥ {share:.0%} of layers (adjusted p < 0.05); "
+    "contradicted if it is ≤ 0"
+)
+MAPS, BANDS, FORMS = ("choice",), ("choice", "band"), ("form", "scale_free")
 CLAIMS = (
     Claim(
         "early-diagonal",
         "8.2, 9.1",
         "Early layers are nearly diagonal-dominant",
-        "self mass (head mean), early third / middle third of the layers",
+        "self mass (head mean), early band / middle band of the layers",
         f"supported ≥ {_T.ratio_supported:g}; contradicted ≤ {_T.ratio_contradicted:g}",
         _diagonal("early"),
+        BANDS,
     ),
     Claim(
         "middle-dispersed",
         "8.2, 9.1",
         "Middle layers disperse attention over distant tokens",
-        "normalised row entropy, middle third − early third",
+        "normalised row entropy, middle band − early band",
         f"supported ≥ +{_T.entropy_step:g}; contradicted ≤ 0",
         _entropy_step("middle", "early", +1),
+        BANDS,
     ),
     Claim(
         "late-contracting",
         "8.2, 9.1",
         "Late layers contract again (sparser attention)",
-        "normalised row entropy, late third − middle third",
+        "normalised row entropy, late band − middle band",
         f"supported ≤ −{_T.entropy_step:g}; contradicted ≥ 0",
         _entropy_step("late", "middle", -1),
+        BANDS,
     ),
     Claim(
         "late-diagonal",
         "8.2",
         "Late layers resemble the diagonal-dominant early layers",
-        "self mass (head mean), late third / middle third",
+        "self mass (head mean), late band / middle band",
         f"supported ≥ {_T.ratio_supported:g}; contradicted ≤ {_T.ratio_contradicted:g}",
         _diagonal("late"),
+        BANDS,
     ),
     Claim(
         "within-shot",
         "8.2",
         "Words attend within their own shot, not across shot boundaries",
-        "share of layers whose within-shot mass exceeds the across-shot mass (queries of shots 2..k)",
-        f"supported ≥ {_T.layer_share:.0%}; contradicted ≤ {_T.layer_share_contradicted:.0%}",
+        "within-shot mass of the queries of shots 2..k over the same maps' distance-matched null "
+        "(mean attention as a function of query–key distance)",
+        f"supported ≥ {_T.null_ratio:g}; contradicted ≤ 1",
         _within_shot,
+        MAPS,
     ),
     Claim(
         "value-domain",
         "8.2",
         "Token-level attention values lie mostly in [0, 0.1]",
-        "share of causal head-mean values ≤ 0.1 over the plotted tokens "
-        "(shot words, clues, target, generated clue)",
-        f"supported ≥ {_T.small_share:.0%}; contradicted < {_T.small_share_contradicted:.0%}",
+        "share of the head-mean attention mass carried by values ≤ 0.1 (0 for one-hot rows, 1 for "
+        "uniform rows over ≥ 10 keys)",
+        f"supported ≥ {_T.small_mass:.0%}; contradicted < {_T.small_mass:.0%}",
         _value_domain,
+        MAPS,
     ),
     Claim(
         "cosine-weak",
@@ -452,66 +693,80 @@ CLAIMS = (
         "random-uniform",
         "8.4, 9.1",
         "The randomly initialised model's attention is near uniform",
-        "normalised row entropy of the random-s<seed> model, lowest layer mean (and mean)",
-        f"supported if every layer ≥ {_T.uniform_entropy:g}; "
-        f"contradicted if the mean < {_T.uniform_entropy_contradicted:g}",
+        "normalised row entropy of the random-s<seed> models, lowest layer mean",
+        f"supported ≥ {_T.uniform_entropy:g}; contradicted < {_T.uniform_entropy_contradicted:g}",
         _random_uniform,
+        MAPS,
     ),
     Claim(
         "alpha-up-entropy",
         "8.5 (5.2.3)",
         "Scaling W_q, W_k by α = 2 sharpens attention (lower entropy)",
-        "normalised entropy, trained − α=2 per layer",
+        "normalised entropy, trained − α=2, paired per prompt and layer",
         ABLATION_BAR.format(step=_T.ablation_step, share=_T.layer_share, way="lower"),
         _ablation("row_entropy", "up", -1),
+        MAPS,
     ),
     Claim(
         "alpha-up-self",
         "8.5 (5.2.3)",
         "With α = 2 tokens predominantly attend to themselves (Dirac-like)",
-        "self mass, α=2 − trained per layer",
-        ABLATION_BAR.format(step=_T.ablation_step, share=_T.layer_share, way="higher"),
-        _ablation("self_mass", "up", 1),
+        "self mass, α=2 − trained, paired per prompt and layer; and α=2's self mass",
+        ABLATION_BAR.format(step=_T.ablation_step, share=_T.layer_share, way="higher")
+        + f"; and α=2's self mass ≥ {_T.predominant:g} (contradicted if wholly below)",
+        _alpha_up_self,
+        MAPS,
     ),
     Claim(
         "alpha-down-entropy",
         "8.5 (5.2.3)",
         "Scaling W_q, W_k by α = ½ flattens attention (higher entropy)",
-        "normalised entropy, α=½ − trained per layer",
+        "normalised entropy, α=½ − trained, paired per prompt and layer",
         ABLATION_BAR.format(step=_T.ablation_step, share=_T.layer_share, way="higher"),
         _ablation("row_entropy", "down", 1),
+        MAPS,
     ),
     Claim(
         "alpha-up-copies",
         "8.5, 9.1",
         "With α = 2 the model writes English that repeats the prompt",
         "mean share of a clue's word bigrams that occur in its prompt",
-        f"supported ≥ {_T.copy_share:g} and above trained; contradicted ≤ trained",
-        _alpha_up_copies,
+        f"supported ≥ {_T.copy_share:g} and above trained (paired); contradicted if not above trained",
+        _clue_claim(
+            "up",
+            2.0,
+            "copy_share",
+            lambda th: th.copy_share,
+            "mean share of clue bigrams found in the prompt",
+        ),
     ),
     Claim(
         "alpha-down-broken",
         "8.5, 9.1",
         "With α = ½ the model writes empty or broken text",
         "share of clues that are empty or lack the closing end marker",
-        f"supported ≥ {_T.broken_share:.0%} and above trained; contradicted ≤ trained",
-        _alpha_down_broken,
+        f"supported ≥ {_T.broken_share:.0%} and above trained (paired); contradicted if not above trained",
+        _clue_claim(
+            "down", 0.5, "broken", lambda th: th.broken_share, "share of clues empty or unterminated"
+        ),
     ),
     Claim(
         "more-shots",
         "8.1",
         "Clue quality increases with the number of shots k",
-        "mean sentence chrF against the reference clues, trained, per k",
-        "supported if it rises at every step in k; contradicted if Spearman(k, chrF) ≤ 0",
+        "sentence chrF against the reference clues, trained, paired per target between k",
+        "supported if every step in k raises it (paired interval > 0); contradicted if the largest k "
+        "is below the smallest (interval < 0)",
         _more_shots,
     ),
     Claim(
         "spectra",
         "7.2.2, 9.1, A.19–A.21",
         "",
-        "learned/random ratio of the layer mean over layers (spectra comparison table)",
-        "the comparison table's criterion per row",
+        "learned/random ratio of the layer means, interval over layers",
+        "the comparison table's criterion on the whole interval",
         _spectrum_rows,
+        FORMS,
     ),
     Claim(
         "alignment-layer-small",
@@ -541,46 +796,171 @@ CLAIMS = (
 )
 
 
-def evaluate(evidence: Evidence, thresholds: Thresholds = _T) -> pd.DataFrame:
-    """The claims table of one model (:data:`COLUMNS`), one row per claim (the spectra
-    claim one row per observation of the comparison table)."""
-    rows = []
+# --------------------------------------------------------------------------- the table
+
+
+def settings(claim: Claim, ev: Evidence, bands: Sequence[str | int]) -> list[Setting]:
+    """The settings ``claim`` is measured under; the first is the thesis's (the headline)."""
+    present = list(dict.fromkeys(ev.choices["choice"])) if "choice" in ev.choices else []
+    choices = sorted(present, key=lambda c: c != THESIS_CHOICE) or [THESIS_CHOICE]
+    options = {
+        "choice": choices,
+        "band": list(bands),
+        "form": list(SPECTRA_FORMS),
+        "scale_free": [False, True],
+    }
+    return [
+        Setting(**dict(zip(claim.varies, values)))
+        for values in itertools.product(*(options[name] for name in claim.varies))
+    ]
+
+
+def _verdict_on(ev: Evidence, verdict: str) -> str:
+    """A contradicted claim about Mistral-7B is *not replicated* on another model."""
+    return verdict if ev.thesis_model or verdict != CONTRADICTED else f"not replicated on {ev.model}"
+
+
+@dataclass
+class _Row:
+    claim: Claim
+    statement: str
+    results: dict[Setting, Result] = field(default_factory=dict)
+
+
+def _measure_all(ev: Evidence, th: Thresholds, bands: Sequence[str | int]) -> list[_Row]:
+    rows: dict[tuple[str, str], _Row] = {}
     for claim in CLAIMS:
-        measured = claim.measure(evidence, thresholds)
-        results = measured if isinstance(measured, list) else [(claim.statement, measured)]
-        for statement, result in results:
-            rows.append(
+        for setting in settings(claim, ev, bands):
+            measured = claim.measure(ev, th, setting)
+            results = measured if isinstance(measured, list) else [(claim.statement, measured)]
+            for statement, result in results:
+                row = rows.setdefault((claim.claim, statement), _Row(claim, statement))
+                if result is not None:
+                    row.results[setting] = result
+    return list(rows.values())
+
+
+def robustness(ev: Evidence, results: Mapping[Setting, Result]) -> str:
+    """``yes`` when every setting's verdict agrees with the first's, else the ones that differ."""
+    (first, headline), *others = results.items()
+    differ = [
+        f"{s.label()}: {_verdict_on(ev, r.verdict)}" for s, r in others if r.verdict != headline.verdict
+    ]
+    if not others:
+        return "–"
+    return "yes" if not differ else "no (" + "; ".join(differ) + ")"
+
+
+def evaluate(
+    evidence: Evidence, thresholds: Thresholds = _T, bands: Sequence[str | int] = DEFAULT_BANDS
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The claims table of one model (:data:`COLUMNS`: one row per claim, the spectra claim one
+    per observation and matrix, under the thesis's setting) and its sensitivity table
+    (:data:`SENSITIVITY_COLUMNS`: every setting)."""
+    table, sensitivity = [], []
+    for row in _measure_all(evidence, thresholds, bands):
+        if not row.results:
+            continue
+        (setting, result), *_ = row.results.items()
+        interval = result.interval
+        table.append(
+            {
+                "model": evidence.model,
+                "claim": row.claim.claim,
+                "section": row.claim.section,
+                "statement": row.statement,
+                "metric": row.claim.metric,
+                "setting": setting.label(),
+                "estimate": interval.estimate,
+                "low": interval.low,
+                "high": interval.high,
+                "n_prompts": interval.n_clusters,
+                "n_seeds": result.n_seeds,
+                "measured": result.measured,
+                "threshold": row.claim.threshold,
+                "verdict": _verdict_on(evidence, result.verdict),
+                "robust": robustness(evidence, row.results),
+                "experiment": evidence.experiment,
+                "variants": result.variants,
+            }
+        )
+        for setting, result in row.results.items():
+            sensitivity.append(
                 {
                     "model": evidence.model,
-                    "claim": claim.claim,
-                    "section": claim.section,
-                    "statement": statement,
-                    "metric": claim.metric,
-                    "measured": result.measured,
-                    "value": result.value,
-                    "threshold": claim.threshold,
-                    "verdict": result.verdict,
-                    "experiment": evidence.experiment,
-                    "variants": result.variants,
+                    "claim": row.claim.claim,
+                    "statement": row.statement,
+                    "setting": setting.label(),
+                    "estimate": result.interval.estimate,
+                    "low": result.interval.low,
+                    "high": result.interval.high,
+                    "n_prompts": result.interval.n_clusters,
+                    "n_seeds": result.n_seeds,
+                    "verdict": _verdict_on(evidence, result.verdict),
                 }
             )
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return pd.DataFrame(table, columns=COLUMNS), pd.DataFrame(sensitivity, columns=SENSITIVITY_COLUMNS)
 
 
-def claims_markdown(table: pd.DataFrame) -> str:
-    """The claims table as Markdown, one section per model, with a verdict count."""
+def measured_on(ev: Evidence) -> str:
+    """The header line of a model's claims: what was measured on what."""
+    attention = ev.choices
+    targets = attention["target"].nunique() if "target" in attention else 0
+    seeds = sorted(attention["seed"].unique()) if "seed" in attention else []
+    randoms = random_variants(ev.variants())
+    model = ev.model + (" (the thesis's model)" if ev.thesis_model else "")
+    return (
+        f"Measured on {model}: {ev.description}. Reference experiment {ev.experiment}: {targets} target "
+        f"words, shot seeds {', '.join(map(str, seeds)) or '–'} ({', '.join(ev.replicates)}); variants "
+        f"{', '.join(ev.variants()) or '–'}; random init seeds: {len(randoms)}."
+        + (
+            ""
+            if ev.thesis_model
+            else f" Claims the thesis made about Mistral-7B that this model does not show read "
+            f"*not replicated on {ev.model}*, not contradicted."
+        )
+    )
+
+
+def _with_interval(rows: pd.DataFrame) -> list[str]:
+    return [
+        "–" if np.isnan(e) else str(Interval(e, lo, hi, 0, 0))
+        for e, lo, hi in zip(rows["estimate"], rows["low"], rows["high"])
+    ]
+
+
+def claims_markdown(table: pd.DataFrame, sensitivity: pd.DataFrame, header: Mapping[str, str]) -> str:
+    """The claims table as Markdown, one section per model (``header``: model → what it was
+    measured on), with its verdict count and its sensitivity table."""
     parts = ["# Thesis claims against the measurements", ""]
     parts.append(
-        "Each row: a qualitative claim of the thesis (section), the metric that tests it, the "
-        "measured values and the verdict at the stated threshold (docs/figures.md). Attention "
-        "metrics are head-mean maps of the reference experiment, averaged over its prompts per layer."
+        "Each row: a qualitative claim of the thesis (section), the metric that tests it, the estimate "
+        "with its 95 % interval (cluster bootstrap over target words; over layers for weights), the "
+        "verdict from the whole interval under the thesis's own analysis choice (attention: keys and "
+        "queries restricted to the words and clues, layers in thirds; weights: the stored matrices), "
+        'and whether every other choice agrees (robust; docs/figures.md, "Claims").'
     )
     for model, rows in table.groupby("model", sort=False):
         counts = rows["verdict"].value_counts()
-        summary = ", ".join(f"{counts[v]} {v}" for v in VERDICTS if v in counts)
+        order = [v for v in VERDICTS if v in counts] + [v for v in counts.index if v not in VERDICTS]
+        summary = ", ".join(f"{counts[v]} {v}" for v in order)
         parts += ["", f"## {model} (experiment {rows['experiment'].iloc[0]}): {summary}", ""]
-        shown = rows.assign(verdict=rows["verdict"].map(lambda v: f"**{v}**"))[
-            ["section", "statement", "metric", "measured", "threshold", "verdict", "variants"]
-        ]
-        parts.append(markdown_table(shown))
+        parts += [header.get(model, ""), ""]
+        shown = rows.assign(
+            estimate=_with_interval(rows),
+            n=[f"{p} × {s}" if s else f"{p}" for p, s in zip(rows["n_prompts"], rows["n_seeds"])],
+            verdict=rows["verdict"].map(lambda v: f"**{v}**"),
+        )[["section", "statement", "metric", "estimate", "n", "measured", "threshold", "verdict", "robust"]]
+        parts.append(
+            markdown_table(shown.rename(columns={"estimate": "estimate [95 % CI]", "n": "n prompts × seeds"}))
+        )
+        of_model = sensitivity[sensitivity["model"] == model]
+        parts += ["", f"### {model}: every analysis choice", ""]
+        parts.append(
+            markdown_table(
+                of_model.assign(estimate=_with_interval(of_model))[
+                    ["statement", "setting", "estimate", "verdict"]
+                ]
+            )
+        )
     return "\n".join(parts) + "\n"

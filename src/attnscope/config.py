@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,12 @@ class ExperimentPlan:
     target_files: list[str]  # the target-list file the targets came from (none when listed in the config)
     variants: list[str]
     prompt_format: dict[str, str | None]
+    replicate_of: str = ""  # the config's experiment this one replicates with another shot seed ("": itself)
+
+    @property
+    def replicate_group(self) -> str:
+        """The config's experiment name shared by all shot-seed replicates of this one."""
+        return self.replicate_of or self.name
 
     @property
     def prompt_spec(self) -> dict[str, Any]:
@@ -196,7 +202,13 @@ def plan(config: dict[str, Any]) -> Plan:
     pools = {cat: list(group["word"]) for cat, group in clues.groupby("category")}
     for name, spec in config["experiments"].items():
         experiment, warnings = _plan_experiment(name, spec, config, clues, report, pools)
-        result.experiments[name] = experiment
+        for replicate in shot_seed_replicates(experiment, spec["seeds"]):
+            if replicate.name in config["experiments"] and replicate.name != name:
+                raise ConfigError(
+                    f"experiments.{name}.seeds: replicate {replicate.name!r} has the name of another "
+                    "experiment; rename one of them"
+                )
+            result.experiments[replicate.name] = replicate
         result.warnings += warnings
     result.random_variant, result.spectra_variants = _spectra_variants(config["spectra"])
     result.claims_experiment = _claims_experiment(config)
@@ -252,6 +264,19 @@ def _plan_experiment(
         prompt_format=asdict(fmt),
     )
     return experiment, [f"{key}: {warning}" for warning in checked["warnings"]]
+
+
+def shot_seed_replicates(experiment: ExperimentPlan, seeds: list[int] | None) -> list[ExperimentPlan]:
+    """An experiment and its replicates, one per shot seed of ``seeds`` (``None``: its ``seed``
+    alone). The first seed keeps the experiment's name, so adding seeds reruns only the new
+    replicates; seed s of the others is the experiment ``{name}-seed{s}``."""
+    if not seeds:
+        return [experiment]
+    first, *others = seeds
+    return [replace(experiment, seed=first)] + [
+        replace(experiment, name=f"{experiment.name}-seed{seed}", seed=seed, replicate_of=experiment.name)
+        for seed in others
+    ]
 
 
 def _targets(key: str, spec: dict[str, Any], target_lists: dict[str, str]) -> tuple[list[str], list[str]]:

@@ -1,57 +1,58 @@
 """What the claims are measured on: the inputs of one model's claims (their layout by file),
-loaded into one :class:`Evidence` record, and the measurements made while loading (the
-value domain of the stored maps, how much of a clue is copied from its prompt)."""
+loaded into one :class:`Evidence` record, and the one measurement made while loading (how
+much of a clue is copied from its prompt)."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Iterator, Mapping
+import json
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from attnscope import io
+from attnscope import variants as variant_names
 from attnscope.prompts import WORD_PATTERN
-from attnscope.store import HEAD_MEAN, WORD_SEGMENTS, open_store, prompt_groups
-
-SMALL_VALUE = 0.1
-"""The thesis's value domain of token-level attention, [0, 0.1] (ch. 8.2)."""
+from attnscope.store import HEAD_MEAN, open_store
 
 
 @dataclass
 class Evidence:
-    """Everything the claims of one model are measured on (missing parts: ``None``/empty).
+    """Everything the claims of one model are measured on (missing parts: empty tables/None).
 
-    - ``metrics``: head-mean rows of every variant of the reference experiment: variant,
-      prompt_index, layer and the metric columns of :mod:`attnscope.metrics`;
-    - ``value_domain``: trained, reference experiment, per layer: ``n_values`` (causal
-      entries of the plotted token maps of all prompts) and ``n_small`` (those ≤ 0.1);
-    - ``spectra``: the learned-vs-random table of :func:`attnscope.spectra.compare_learned_random`;
-    - ``alignment``: the trained model's base-alignment table (:func:`attnscope.spectra.base_alignment`);
-    - ``clues``: generated clues of every variant and experiment: variant, experiment,
-      category, k, clue, format_ok, chrf, copy_share (:func:`copy_share`).
+    Attention tables hold every variant and shot-seed replicate of the reference experiment,
+    labelled ``variant``, ``experiment`` (the replicate) and ``seed``, with ``prompt_index``
+    and ``target`` (the resampling unit of every interval):
+
+    - ``choices``: head-mean maps per prompt × layer × analysis ``choice`` (the
+      ``.choices.parquet`` tables of :mod:`attnscope.metrics`);
+    - ``metrics``: head-mean rows of the metrics tables (the embedding-cosine correlations);
+    - ``spectra``: variant → its spectra table (trained and the random seeds);
+    - ``alignment``: the trained model's base-alignment table;
+    - ``clues``: generated clues of every variant and experiment: variant, experiment, seed,
+      category, k, target, prompt_index, clue, format_ok, chrf, copy_share (:func:`copy_share`);
+    - ``description``: what the model is (its manifest: architecture, size, notes);
+    - ``thesis_model``: whether this is the thesis's own model (Mistral-7B).
     """
 
     model: str
     experiment: str
+    choices: pd.DataFrame = field(default_factory=pd.DataFrame)
     metrics: pd.DataFrame = field(default_factory=pd.DataFrame)
-    value_domain: pd.DataFrame | None = None
-    spectra: pd.DataFrame | None = None
+    spectra: dict[str, pd.DataFrame] = field(default_factory=dict)
     alignment: pd.DataFrame | None = None
     clues: pd.DataFrame | None = None
+    description: str = ""
+    thesis_model: bool = False
+    replicates: list[str] = field(default_factory=list)
+    """The reference experiment's shot-seed replicates (experiment names; default: itself)."""
+
+    def __post_init__(self) -> None:
+        self.replicates = self.replicates or [self.experiment]
 
     def variants(self) -> list[str]:
-        return list(dict.fromkeys(self.metrics["variant"])) if "variant" in self.metrics else []
-
-    def layer_means(self, variant: str) -> pd.DataFrame | None:
-        """Per layer, the prompt mean of every metric for ``variant`` (None if not run)."""
-        rows = self.metrics[self.metrics["variant"] == variant] if "variant" in self.metrics else None
-        if rows is None or rows.empty:
-            return None
-        numeric = rows.drop(columns=["variant", "prompt_index", "head"], errors="ignore")
-        return numeric.groupby("layer").mean(numeric_only=True).sort_index()
+        return list(dict.fromkeys(self.choices["variant"])) if "variant" in self.choices else []
 
 
 def copy_share(clue: str, prompt_words: Iterable[str]) -> float:
@@ -66,111 +67,120 @@ def copy_share(clue: str, prompt_words: Iterable[str]) -> float:
     return sum(b in prompt_bigrams for b in bigrams) / len(bigrams)
 
 
-def head_mean_rows(metrics: pd.DataFrame, variant: str) -> pd.DataFrame:
-    """The head-mean rows of a metrics table, labelled with their variant."""
-    rows = metrics[metrics["head"] == HEAD_MEAN].drop(columns=["head"])
-    return rows.assign(variant=variant)
-
-
-def value_domain(maps: Iterable[tuple[np.ndarray, np.ndarray]], small: float = SMALL_VALUE) -> pd.DataFrame:
-    """Per layer, how many causal values of the plotted token maps there are and how many are
-    ≤ ``small``: ``maps`` yields (head_mean [layer, n, n], plotted token indices) per prompt."""
-    counts: dict[int, list[int]] = {}
-    for head_mean, keep in maps:
-        sub = np.asarray(head_mean)[:, keep][:, :, keep].astype(np.float32)
-        causal = np.tril(np.ones(sub.shape[1:], bool))
-        for layer, a in enumerate(sub):
-            values = a[causal]
-            total = counts.setdefault(layer, [0, 0])
-            total[0] += values.size
-            total[1] += int((values <= small).sum())
-    return pd.DataFrame(
-        [(layer, n, s) for layer, (n, s) in sorted(counts.items())], columns=["layer", "n_values", "n_small"]
-    )
-
-
-def store_value_domain(path: str | os.PathLike) -> pd.DataFrame:
-    """:func:`value_domain` of every prompt of an attention store (head-mean maps over the
-    tokens of :data:`attnscope.store.WORD_SEGMENTS`, the plotted ones)."""
-
-    def maps() -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        for group in prompt_groups(open_store(path)):
-            keep = np.flatnonzero(np.isin(group.attrs["token_segment"], WORD_SEGMENTS))
-            yield group["head_mean"][...], keep
-
-    return value_domain(maps())
+def _labelled(table: pd.DataFrame, variant: str, experiment: str, seed: int) -> pd.DataFrame:
+    return table.assign(variant=variant, experiment=experiment, seed=seed)
 
 
 def evidence_layout(
-    models: Iterable[str], experiment: str, variants: Mapping[str, list[str]]
+    models: Iterable[str],
+    experiment: str,
+    experiments: Mapping[str, Mapping[str, Any]],
+    spectra_variants: Iterable[str],
+    thesis_models: Iterable[str] = (),
 ) -> dict[str, dict[str, Any]]:
-    """Per model, the input files of its claims: every variant's metrics of the reference
-    ``experiment``, the trained store (None without a trained variant), every variant's clues
-    and every experiment's prompts (``variants``: experiment → its variants), the spectra tables."""
+    """Per model, the input files of its claims. ``experiment`` is the reference experiment
+    (a config name); ``experiments`` maps every experiment of the run to its ``variants``,
+    ``seed`` and ``replicate_group`` (the config name its shot-seed replicates share)."""
+    replicates = [name for name, e in experiments.items() if e["replicate_group"] == experiment]
+    randoms = [v for v in spectra_variants if variant_names.parse(v).kind == "random"]
+
+    def per_variant(model: str, suffix: str) -> list[list[str]]:
+        return [
+            [variant, name, f"results/metrics/{model}/{variant}/{name}{suffix}"]
+            for name in replicates
+            for variant in experiments[name]["variants"]
+        ]
+
     layout = {}
     for model in models:
         layout[model] = {
             "experiment": experiment,
-            "metrics": {
-                variant: f"results/metrics/{model}/{variant}/{experiment}.parquet"
-                for variant in variants[experiment]
-            },
-            "store": f"results/attention/{model}/trained/{experiment}.zarr"
-            if "trained" in variants[experiment]
-            else None,
+            "seeds": {name: e["seed"] for name, e in experiments.items()},
+            "metrics": per_variant(model, ".parquet"),
+            "choices": per_variant(model, ".choices.parquet"),
             "clues": [
-                [variant, exp, f"results/clues/{model}/{variant}/{exp}.parquet"]
-                for exp in variants
-                for variant in variants[exp]
+                [variant, name, f"results/clues/{model}/{variant}/{name}.parquet"]
+                for name, e in experiments.items()
+                for variant in e["variants"]
             ],
-            "prompts": {exp: f"results/prompts/{model}/{exp}.parquet" for exp in variants},
-            "spectra": f"results/spectra/{model}/learned_vs_random.parquet",
+            "prompts": {name: f"results/prompts/{model}/{name}.parquet" for name in experiments},
+            "spectra": {v: f"results/spectra/{model}/{v}.parquet" for v in ["trained", *randoms]},
             "alignment": f"results/spectra/{model}/trained_alignment.parquet",
+            "manifest": f"results/models/{model}/manifest.json",
+            "thesis_model": model in set(thesis_models),
         }
     return layout
 
 
 def evidence_files(layout: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]]:
     """The files of an :func:`evidence_layout`, by kind (a rule's named inputs)."""
-    files: dict[str, list[str]] = {kind: [] for kind in ("metrics", "store", "clues", "prompts", "spectra")}
+    kinds = ("metrics", "choices", "clues", "prompts", "spectra", "manifest")
+    files: dict[str, list[str]] = {kind: [] for kind in kinds}
     for entry in layout.values():
-        files["metrics"] += list(entry["metrics"].values())
-        files["store"] += [entry["store"]] if entry["store"] else []
-        files["clues"] += [path for _, _, path in entry["clues"]]
+        for kind in ("metrics", "choices", "clues"):
+            files[kind] += [path for _, _, path in entry[kind]]
         files["prompts"] += list(entry["prompts"].values())
-        files["spectra"] += [entry["spectra"], entry["alignment"]]
+        files["spectra"] += [*entry["spectra"].values(), entry["alignment"]]
+        files["manifest"].append(entry["manifest"])
     return files
+
+
+def model_description(manifest: Mapping[str, Any]) -> str:
+    """What a prepared model is, from its manifest: architecture, size, and its notes."""
+    size = manifest["num_parameters"] / 1e6
+    text = f"{manifest['architecture']}, {size:,.1f} M parameters, {manifest['num_layers']} layers"
+    return "; ".join([text, *manifest.get("notes", [])])
 
 
 def load_evidence(model: str, entry: Mapping[str, Any]) -> Evidence:
     """The :class:`Evidence` of one model from the files of its :func:`evidence_layout` entry."""
-    metrics = pd.concat(
-        [head_mean_rows(pd.read_parquet(path), variant) for variant, path in entry["metrics"].items()],
-        ignore_index=True,
-    )
-    prompts = {exp: pd.read_parquet(path).set_index("prompt_index") for exp, path in entry["prompts"].items()}
+    seeds = entry["seeds"]
+
+    def tables(kind: str, keep: Callable[[pd.DataFrame], pd.DataFrame]) -> pd.DataFrame:
+        return pd.concat(
+            [
+                _labelled(keep(pd.read_parquet(path)), variant, name, seeds[name])
+                for variant, name, path in entry[kind]
+            ],
+            ignore_index=True,
+        )
+
+    metrics = tables("metrics", lambda t: t[t["head"] == HEAD_MEAN].drop(columns=["head"]))
+    prompts = {
+        name: pd.read_parquet(path).set_index("prompt_index") for name, path in entry["prompts"].items()
+    }
     clue_frames = []
-    for variant, exp, path in entry["clues"]:
+    for variant, name, path in entry["clues"]:
         clues = pd.read_parquet(path)
-        words = prompts[exp].loc[clues["prompt_index"], "words"]
+        words = prompts[name].loc[clues["prompt_index"], "words"]
         clues["copy_share"] = [copy_share(c, w) for c, w in zip(clues["clue"], words)]
-        clue_frames.append(clues.assign(variant=variant, experiment=exp))
+        clue_frames.append(_labelled(clues, variant, name, seeds[name]))
+    with open(entry["manifest"], encoding="utf-8") as f:
+        manifest = json.load(f)
     return Evidence(
         model=model,
         experiment=entry["experiment"],
+        choices=tables("choices", lambda t: t),
         metrics=metrics,
-        value_domain=store_value_domain(entry["store"]) if entry["store"] else None,
-        spectra=pd.read_parquet(entry["spectra"]),
+        spectra={variant: pd.read_parquet(path) for variant, path in entry["spectra"].items()},
         alignment=pd.read_parquet(entry["alignment"]),
         clues=pd.concat(clue_frames, ignore_index=True),
+        description=model_description(manifest),
+        thesis_model=entry["thesis_model"],
+        replicates=list(dict.fromkeys(name for _, name, _ in entry["choices"])),
     )
 
 
 def input_digests(paths: Iterable[str]) -> dict[str, str]:
-    """The config digest recorded in each input (a store's attributes or a Parquet's metadata)."""
-    return {
-        path: open_store(path).attrs["config_digest"]
-        if path.endswith(".zarr")
-        else io.read_parquet_metadata(path)["config_digest"]
-        for path in paths
-    }
+    """The config digest recorded in each input (a store's attributes, a Parquet's metadata, a
+    model manifest's spec digest)."""
+
+    def digest(path: str) -> str:
+        if path.endswith(".zarr"):
+            return open_store(path).attrs["config_digest"]
+        if path.endswith(".json"):
+            with open(path, encoding="utf-8") as f:
+                return json.load(f)["spec_digest"]
+        return io.read_parquet_metadata(path)["config_digest"]
+
+    return {path: digest(path) for path in paths}

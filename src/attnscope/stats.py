@@ -10,7 +10,8 @@ and permutation are SciPy's (``scipy.stats.bootstrap``, ``permutation_test``,
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +35,73 @@ class Interval:
         return f"{fmt(self.estimate, self)} [{fmt(self.low, self)}, {fmt(self.high, self)}]"
 
 
+def cluster_interval(
+    values: np.ndarray,
+    clusters: Sequence[object] | None,
+    statistic: Callable[[np.ndarray], np.ndarray],
+    confidence: float = CONFIDENCE,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = 0,
+) -> Interval:
+    """A statistic of column means with a bootstrap interval that resamples whole clusters.
+
+    ``values`` [observation, column] (NaN: missing), ``clusters`` labels each observation
+    (default: every observation its own cluster). The column means are pooled over the
+    resampled clusters (Σ sums / Σ counts per column) and ``statistic`` maps them
+    [..., column] → [...] (e.g. a ratio of two layer bands, or the lowest layer). BCa
+    interval, percentile where BCa is degenerate.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    values = values[:, None] if values.ndim == 1 else values
+    observed = ~np.isnan(values)
+    keep = observed.any(axis=1)
+    labels = np.arange(len(values)) if clusters is None else np.asarray(clusters, dtype=object)
+    values, observed, labels = values[keep], observed[keep], labels[keep]
+    if len(values) == 0:
+        return Interval(math.nan, math.nan, math.nan, 0, 0)
+    _, cluster_of = np.unique(labels.astype(str), return_inverse=True)
+    n_clusters = cluster_of.max() + 1
+    sums = np.stack(
+        [
+            np.bincount(cluster_of, np.where(observed[:, c], values[:, c], 0), n_clusters)
+            for c in range(values.shape[1])
+        ]
+    )  # [column, cluster]
+    counts = np.stack([np.bincount(cluster_of, observed[:, c], n_clusters) for c in range(values.shape[1])])
+
+    def pooled(*arrays: np.ndarray, axis: int = -1) -> np.ndarray:
+        half = len(arrays) // 2
+        s = np.stack([a.sum(axis=axis) for a in arrays[:half]], axis=-1)
+        n = np.stack([a.sum(axis=axis) for a in arrays[half:]], axis=-1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return statistic(s / n)
+
+    data = (*sums, *counts)
+    estimate = float(pooled(*data))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_cluster = np.asarray([statistic(sums[:, c] / counts[:, c]) for c in range(n_clusters)], float)
+    if n_clusters < 2 or np.nanmax(per_cluster) == np.nanmin(per_cluster):  # nothing to resample
+        return Interval(estimate, estimate, estimate, len(values), int(n_clusters))
+    low = high = math.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)  # BCa's acceleration of a degenerate jackknife
+        for method in ("BCa", "percentile"):  # BCa can be degenerate (e.g. two clusters)
+            low, high = stats.bootstrap(
+                data,
+                pooled,
+                paired=True,
+                vectorized=True,
+                confidence_level=confidence,
+                n_resamples=n_resamples,
+                method=method,
+                rng=np.random.default_rng(seed),
+            ).confidence_interval
+            if np.isfinite(low) and np.isfinite(high):
+                break
+    return Interval(estimate, float(low), float(high), len(values), int(n_clusters))
+
+
 def cluster_mean_interval(
     values: Sequence[float],
     clusters: Sequence[object] | None = None,
@@ -41,38 +109,15 @@ def cluster_mean_interval(
     n_resamples: int = N_RESAMPLES,
     seed: int = 0,
 ) -> Interval:
-    """The mean of ``values`` with a bootstrap interval that resamples whole clusters.
-
-    ``clusters`` labels each value (default: every value its own cluster). The statistic is
-    the pooled mean Σ sums / Σ counts of the resampled clusters (BCa interval).
-    """
-    values = np.asarray(values, dtype=np.float64)
-    keep = ~np.isnan(values)
-    values = values[keep]
-    labels = np.arange(len(values)) if clusters is None else np.asarray(clusters, dtype=object)[keep]
-    if len(values) == 0:
-        return Interval(math.nan, math.nan, math.nan, 0, 0)
-    _, cluster_of = np.unique(labels.astype(str), return_inverse=True)
-    sums = np.bincount(cluster_of, weights=values)
-    counts = np.bincount(cluster_of).astype(np.float64)
-    estimate = float(sums.sum() / counts.sum())
-    if len(sums) < 2 or np.ptp(sums / counts) == 0:  # nothing to resample: the interval is the point
-        return Interval(estimate, estimate, estimate, len(values), len(sums))
-    low = high = math.nan
-    for method in ("BCa", "percentile"):  # BCa can be degenerate (e.g. two clusters)
-        low, high = stats.bootstrap(
-            (sums, counts),
-            lambda s, c, axis=-1: s.sum(axis=axis) / c.sum(axis=axis),
-            paired=True,
-            vectorized=True,
-            confidence_level=confidence,
-            n_resamples=n_resamples,
-            method=method,
-            rng=np.random.default_rng(seed),
-        ).confidence_interval
-        if np.isfinite(low) and np.isfinite(high):
-            break
-    return Interval(estimate, float(low), float(high), len(values), len(sums))
+    """The pooled mean of ``values`` with a cluster-bootstrap interval (:func:`cluster_interval`)."""
+    return cluster_interval(
+        np.asarray(values, dtype=np.float64),
+        clusters,
+        lambda means: means[..., 0],
+        confidence,
+        n_resamples,
+        seed,
+    )
 
 
 def interval_side(interval: Interval, supported_at: float, contradicted_at: float) -> int:
@@ -138,11 +183,14 @@ def paired_layer_test(
 
 
 def decimals(interval: Interval) -> int:
-    """Decimal places that the interval's width supports: two significant digits of the width."""
+    """Decimal places that the interval's width supports: two significant digits of the width,
+    at most four significant digits of the estimate (a near-zero width shows no noise digits)."""
     width = interval.high - interval.low
+    size = abs(interval.estimate)
+    most = 3 - math.floor(math.log10(size)) if np.isfinite(size) and size > 0 else 3
     if not np.isfinite(width) or width <= 0:
-        return 3
-    return max(0, 1 - math.floor(math.log10(width)))
+        return max(0, min(3, most))
+    return max(0, min(1 - math.floor(math.log10(width)), most))
 
 
 def fmt(value: float, interval: Interval) -> str:
