@@ -11,12 +11,12 @@ report: "../report/workflow.rst"
 
 
 def claims_spec(wildcards=None):
-    """What the claims are measured on: the models, the reference experiment (`claims.experiment`)
-    and every experiment's variants; attnscope.evidence lays out the files from it."""
+    """What the claims are measured on: the models, the reference experiments (`claims.experiment`)
+    and every experiment's variants, seed and replicate group; attnscope.evidence lays out the files."""
     return {
         "models": PLAN.models,
-        "experiment": PLAN.claims_experiment,
-        "experiments": {
+        "experiments": PLAN.claims_experiments,
+        "runs": {
             name: {"variants": e.variants, "seed": e.seed, "replicate_group": e.replicate_group}
             for name, e in PLAN.experiments.items()
         },

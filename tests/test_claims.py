@@ -260,13 +260,13 @@ def test_spectra_not_measured_without_random_tables():
     assert list(table.loc[table["claim"] == "spectra", "verdict"]) == [claims.NOT_MEASURED]
 
 
-def alignment(z: list[float], scope: str = "layer") -> pd.DataFrame:
-    """Base-alignment rows whose z-scores are ``z`` and whose scale-free cosine·√n is z / 100."""
+def alignment(z: list[float], scope: str = "layer") -> dict[str, pd.DataFrame]:
+    """The trained base-alignment rows whose z-scores are ``z`` and whose scale-free cosine·√n
+    is z / 100, one row per layer (and head 0)."""
     n = 10_000
     cosine = np.asarray(z) / 100 / np.sqrt(n)
-    return pd.DataFrame(
-        {"layer": range(len(z)), "scope": scope, "z_score": z, "cosine": cosine, "n_terms": n}
-    )
+    table = {"layer": range(len(z)), "head": 0, "scope": scope, "z_score": z, "cosine": cosine, "n_terms": n}
+    return {"trained": pd.DataFrame(table)}
 
 
 def test_scale_free_alignment_is_not_fooled_by_the_weights_scale():
@@ -275,6 +275,23 @@ def test_scale_free_alignment_is_not_fooled_by_the_weights_scale():
     assert verdict(grown, "alignment-head-cosine") == claims.SUPPORTED
     aligned = evidence(alignment=alignment([5000.0] * 10, scope="head"))  # cosine·√n 50
     assert verdict(aligned, "alignment-head-cosine") == NOT_REPLICATED
+
+
+def test_alignment_null_from_the_init_seeds_spread():
+    """Random seeds whose z-scores spread by 10 (not 1, as the formula says): a trained z of 5
+    is large under the formula, small against the seeds."""
+    rng = np.random.default_rng(0)
+    tables = alignment([5.0] * 30)
+    for seed in range(4):
+        random = tables["trained"].assign(z_score=rng.normal(0, 10, 30))
+        tables[f"random-s{seed}"] = random.assign(cosine=random["z_score"] / 100 / 100)
+    _, sensitivity = claims.evaluate(evidence(alignment=tables))
+    rows = sensitivity[sensitivity["claim"] == "alignment-layer-small"].set_index("setting")
+    assert rows.loc["formula", "verdict"] == NOT_REPLICATED
+    assert rows.loc["init seeds", "estimate"] > 0.8 and rows.loc["init seeds", "n_seeds"] == 4
+    three = {k: tables[k] for k in ["trained", "random-s0", "random-s1"]}  # too few seeds: formula only
+    _, sensitivity = claims.evaluate(evidence(alignment=three))
+    assert list(sensitivity.loc[sensitivity["claim"] == "alignment-layer-small", "setting"]) == ["formula"]
 
 
 def test_alignment_shares_with_intervals():

@@ -33,7 +33,7 @@ def test_default_config_is_valid_and_gets_defaults():
     assert animals.targets[:3] == ["Ant", "Bee", "Fox"] and len(animals.targets) == 30
     assert animals.prompt_spec == {"category": "Animals", "k": 3, "seed": 0, "shot_draw": "attnscope"}
     assert plan.experiments["animals-k5"].variants == ["trained"]
-    assert plan.claims_experiment == "animals-k3" and plan.random_variant == "random-s0"
+    assert plan.claims_experiments == ["animals-k3"] and plan.random_variant == "random-s0"
     assert plan.spectra_variants == ["trained", "random-s0", "qkscale-a2", "qkscale-a0.5"]
     # figures.maps: 2 experiments × 5 targets word grids, 4 kinds of Ant, 2 kinds × 4 variants of Ant
     assert len(plan.map_figures) == 10 + 4 + 2 * len(animals.variants) - 2  # Ant's trained word_grid twice
@@ -212,3 +212,16 @@ def test_shot_seeds_become_replicate_experiments_with_different_prompts():
         cfg.ConfigError, match=r"experiments\.animals-k3\.seeds: replicate 'animals-k3-seed5'"
     ):
         checked(config)
+
+
+def test_the_full_analysis_config_plans_replicates_of_every_experiment():
+    config = default_config()
+    overlay = yaml.safe_load((REPO / "config" / "examples" / "replicates.yaml").read_text())
+    config.update(overlay)  # Snakemake merges --configfile the same way for these top-level keys
+    plan = checked(config)
+    assert len(plan.experiments) == 25 and plan.claims_experiments == ["animals-k3", "food-k3", "sports-k3"]
+    groups = {e.replicate_group for e in plan.experiments.values()}
+    assert groups == {"animals-k3", "food-k3", "sports-k3", "animals-k5", "animals-k8"}
+    assert {e.seed for e in plan.experiments.values() if e.replicate_group == "food-k3"} == set(range(5))
+    jobs = sum(len(e.variants) for e in plan.experiments.values())
+    assert jobs == 3 * 5 * 8 + 2 * 5  # generation (and attention) jobs, as the file's header says

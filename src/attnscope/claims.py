@@ -123,9 +123,10 @@ class Setting:
     band: str | int | None = None
     form: str | None = None
     scale_free: bool = False
+    null: str | None = None
 
     def label(self) -> str:
-        parts = [self.choice, band_name(self.band) if self.band is not None else None, self.form]
+        parts = [self.choice, band_name(self.band) if self.band is not None else None, self.form, self.null]
         if self.scale_free:
             parts.append("scale-free")
         return ", ".join(p for p in parts if p) or "–"
@@ -200,6 +201,7 @@ class PromptTable:
     targets: np.ndarray  # [prompt], the resampling clusters
     num_layers: int
     n_seeds: int
+    index: pd.Index | None = None  # (experiment, prompt_index, target) of each row
 
     def interval(self, statistic: Callable[[np.ndarray], np.ndarray]) -> Interval:
         """``statistic`` of the per-layer means [..., metric, layer], clustered by target."""
@@ -211,6 +213,9 @@ class PromptTable:
         return stats.cluster_interval(self.values, self.targets, of_columns)
 
 
+PROMPT_KEYS = ["experiment", "prompt_index", "target"]
+
+
 def prompt_table(
     table: pd.DataFrame, variants: Sequence[str], metrics: Sequence[str], choice: str | None = None
 ) -> PromptTable | None:
@@ -220,26 +225,37 @@ def prompt_table(
         rows = rows[rows["choice"] == choice]
     if rows.empty:
         return None
-    index = ["variant", "experiment", "prompt_index", "target"]
-    wide = rows.set_index([*index, "layer"])[list(metrics)].unstack("layer").sort_index()
+    wide = rows.set_index(["variant", *PROMPT_KEYS, "layer"])[list(metrics)].unstack("layer").sort_index()
     num_layers = wide.columns.get_level_values("layer").nunique()
     seeds = rows.drop_duplicates(["variant", "seed"])
     return PromptTable(
-        wide.to_numpy(np.float64), wide.index.get_level_values("target").to_numpy(), num_layers, len(seeds)
+        wide.to_numpy(np.float64),
+        wide.index.get_level_values("target").to_numpy(),
+        num_layers,
+        len(seeds),
+        wide.index.droplevel("variant"),
     )
 
 
 def paired_table(
     table: pd.DataFrame, variant: str, metrics: Sequence[str], choice: str | None
 ) -> PromptTable | None:
-    """``variant`` − trained, paired per replicate, prompt and layer."""
-    edited, trained = (
-        prompt_table(table, [variant], metrics, choice),
-        prompt_table(table, ["trained"], metrics, choice),
-    )
-    if edited is None or trained is None or edited.values.shape != trained.values.shape:
+    """``variant`` − trained, paired per replicate, prompt and layer (the prompts both ran)."""
+    edited = prompt_table(table, [variant], metrics, choice)
+    trained = prompt_table(table, ["trained"], metrics, choice)
+    if edited is None or trained is None or edited.num_layers != trained.num_layers:
         return None
-    return PromptTable(edited.values - trained.values, edited.targets, edited.num_layers, edited.n_seeds)
+    common = edited.index.intersection(trained.index)
+    if not len(common):
+        return None
+    rows = edited.index.get_indexer(common), trained.index.get_indexer(common)
+    return PromptTable(
+        edited.values[rows[0]] - trained.values[rows[1]],
+        common.get_level_values("target").to_numpy(),
+        edited.num_layers,
+        edited.n_seeds,
+        common,
+    )
 
 
 def pick_variant(
@@ -590,28 +606,44 @@ def _spectrum_rows(ev: Evidence, th: Thresholds, setting: Setting) -> list[tuple
     ]
 
 
+MIN_INIT_SEEDS = 3
+"""Random init seeds needed before their spread replaces the formula's as the null of a z-score."""
+
+
 def _alignment_small(
     scope: str, scale_free: bool = False
 ) -> Callable[[Evidence, Thresholds, Setting], Result]:
     """Share of layers (heads) whose Tr(W_qᵀW_k) is within ``alignment_z`` standard deviations
     of random matrices: the z-score against the random-init expectation, or (``scale_free``)
     cosine·√n, the trace over ‖W_q‖_F‖W_k‖_F, which is ≈ N(0, 1/n) for independent random
-    matrices of any scale and so tests the alignment alone. Interval: heads resampled by layer."""
+    matrices of any scale and so tests the alignment alone. Under the ``init seeds`` null the
+    statistic is standardised by the random seeds' own mean and spread per layer (head) instead
+    of the formula's. Interval: heads resampled by layer."""
 
-    def measure(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
-        table = ev.alignment
-        if table is None or table.empty:
+    def statistic(table: pd.DataFrame) -> pd.Series:
+        rows = table[table["scope"] == scope].set_index(["layer", "head"] if scope == "head" else ["layer"])
+        return rows["cosine"] * np.sqrt(rows["n_terms"]) if scale_free else rows["z_score"]
+
+    def measure(ev: Evidence, th: Thresholds, setting: Setting) -> Result | None:
+        if "trained" not in ev.alignment:
             return not_measured("no base-alignment table")
-        rows = table[table["scope"] == scope]
-        z = (rows["cosine"] * np.sqrt(rows["n_terms"]) if scale_free else rows["z_score"]).abs()
-        interval = stats.cluster_mean_interval((z <= th.alignment_z).astype(float), rows["layer"].to_numpy())
+        trained = statistic(ev.alignment["trained"])
+        randoms = [statistic(t) for v, t in ev.alignment.items() if v != "trained"]
+        if setting.null == "init seeds":
+            if len(randoms) < MIN_INIT_SEEDS:
+                return None
+            spread = pd.concat(randoms, axis=1)
+            trained = (trained - spread.mean(axis=1)) / spread.std(axis=1, ddof=1)
+        z = trained.abs()
+        layers = z.index.get_level_values("layer").to_numpy()
+        interval = stats.cluster_mean_interval((z <= th.alignment_z).astype(float), layers)
         verdict = verdict_of(interval, th.layer_share, th.layer_share_contradicted)
         name = "|cosine|·√n" if scale_free else "|z|"
         measured = (
             f"share with {name} ≤ {th.alignment_z:g}: {interval} of {len(z)} {scope}s; "
             f"median {z.median():.3g}, max {z.max():.3g}"
         )
-        return Result(verdict, interval, measured, n_seeds=0)
+        return Result(verdict, interval, measured, n_seeds=len(randoms))
 
     return measure
 
@@ -623,7 +655,7 @@ ABLATION_BAR = (
     "supported if the mean's interval ≥ {step:g} and {way} in ≥ {share:.0%} of layers (adjusted p < 0.05); "
     "contradicted if it is ≤ 0"
 )
-MAPS, BANDS, FORMS = ("choice",), ("choice", "band"), ("form", "scale_free")
+MAPS, BANDS, FORMS, NULLS = ("choice",), ("choice", "band"), ("form", "scale_free"), ("null",)
 CLAIMS = (
     Claim(
         "early-diagonal",
@@ -775,6 +807,7 @@ CLAIMS = (
         f"share of layers with |z| ≤ {_T.alignment_z:g} against random init (trained)",
         f"supported ≥ {_T.layer_share:.0%}; contradicted < {_T.layer_share_contradicted:.0%}",
         _alignment_small("layer"),
+        NULLS,
     ),
     Claim(
         "alignment-head-small",
@@ -783,6 +816,7 @@ CLAIMS = (
         f"share of query heads with |z| ≤ {_T.alignment_z:g} against random init (trained)",
         f"supported ≥ {_T.layer_share:.0%}; contradicted < {_T.layer_share_contradicted:.0%}",
         _alignment_small("head"),
+        NULLS,
     ),
     Claim(
         "alignment-head-cosine",
@@ -792,6 +826,7 @@ CLAIMS = (
         "cosine = Tr(W_qᵀW_k) / (‖W_q‖_F‖W_k‖_F)",
         f"supported ≥ {_T.layer_share:.0%}; contradicted < {_T.layer_share_contradicted:.0%}",
         _alignment_small("head", scale_free=True),
+        NULLS,
     ),
 )
 
@@ -808,6 +843,7 @@ def settings(claim: Claim, ev: Evidence, bands: Sequence[str | int]) -> list[Set
         "band": list(bands),
         "form": list(SPECTRA_FORMS),
         "scale_free": [False, True],
+        "null": ["formula", "init seeds"],
     }
     return [
         Setting(**dict(zip(claim.varies, values)))

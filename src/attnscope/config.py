@@ -65,7 +65,7 @@ class Plan:
     experiments: dict[str, ExperimentPlan] = field(default_factory=dict)
     spectra_variants: list[str] = field(default_factory=list)  # trained, spectra.variants, random_variant
     random_variant: str = ""
-    claims_experiment: str = ""
+    claims_experiments: list[str] = field(default_factory=list)
     # (experiment, variant, target slug, kind) → target word of every figure in `figures.maps`
     map_figures: dict[tuple[str, str, str, str], str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # likely typos in target words, skipped figures
@@ -211,7 +211,7 @@ def plan(config: dict[str, Any]) -> Plan:
             result.experiments[replicate.name] = replicate
         result.warnings += warnings
     result.random_variant, result.spectra_variants = _spectra_variants(config["spectra"])
-    result.claims_experiment = _claims_experiment(config)
+    result.claims_experiments = _claims_experiments(config)
     result.map_figures, skipped = _map_figures(config["figures"]["maps"], result.experiments)
     result.warnings += skipped
     return result
@@ -317,16 +317,19 @@ def _spectra_variants(spectra: dict[str, Any]) -> tuple[str, list[str]]:
     return spectra["random_variant"], list(dict.fromkeys(chosen))
 
 
-def _claims_experiment(config: dict[str, Any]) -> str:
-    """The experiment the attention claims are measured on: ``claims.experiment``, else the first."""
-    name = config["claims"]["experiment"]
-    if name is None:
-        return next(iter(config["experiments"]))
-    if name not in config["experiments"]:
-        raise ConfigError(
-            f"claims.experiment: no experiment {name!r} (experiments: {', '.join(config['experiments'])})"
-        )
-    return name
+def _claims_experiments(config: dict[str, Any]) -> list[str]:
+    """The experiments the attention claims are measured on (pooled): ``claims.experiment`` (a
+    name or a list), else the first experiment."""
+    names = config["claims"]["experiment"]
+    if names is None:
+        return [next(iter(config["experiments"]))]
+    names = [names] if isinstance(names, str) else names
+    for name in names:
+        if name not in config["experiments"]:
+            raise ConfigError(
+                f"claims.experiment: no experiment {name!r} (experiments: {', '.join(config['experiments'])})"
+            )
+    return list(names)
 
 
 def target_slug(target: str) -> str:

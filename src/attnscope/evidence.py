@@ -5,7 +5,7 @@ much of a clue is copied from its prompt)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +29,7 @@ class Evidence:
       ``.choices.parquet`` tables of :mod:`attnscope.metrics`);
     - ``metrics``: head-mean rows of the metrics tables (the embedding-cosine correlations);
     - ``spectra``: variant → its spectra table (trained and the random seeds);
-    - ``alignment``: the trained model's base-alignment table;
+    - ``alignment``: variant → its base-alignment table (trained and the random seeds);
     - ``clues``: generated clues of every variant and experiment: variant, experiment, seed,
       category, k, target, prompt_index, clue, format_ok, chrf, copy_share (:func:`copy_share`);
     - ``description``: what the model is (its manifest: architecture, size, notes);
@@ -41,7 +41,7 @@ class Evidence:
     choices: pd.DataFrame = field(default_factory=pd.DataFrame)
     metrics: pd.DataFrame = field(default_factory=pd.DataFrame)
     spectra: dict[str, pd.DataFrame] = field(default_factory=dict)
-    alignment: pd.DataFrame | None = None
+    alignment: dict[str, pd.DataFrame] = field(default_factory=dict)
     clues: pd.DataFrame | None = None
     description: str = ""
     thesis_model: bool = False
@@ -73,39 +73,39 @@ def _labelled(table: pd.DataFrame, variant: str, experiment: str, seed: int) -> 
 
 def evidence_layout(
     models: Iterable[str],
-    experiment: str,
-    experiments: Mapping[str, Mapping[str, Any]],
+    experiments: Sequence[str],
+    runs: Mapping[str, Mapping[str, Any]],
     spectra_variants: Iterable[str],
     thesis_models: Iterable[str] = (),
 ) -> dict[str, dict[str, Any]]:
-    """Per model, the input files of its claims. ``experiment`` is the reference experiment
-    (a config name); ``experiments`` maps every experiment of the run to its ``variants``,
+    """Per model, the input files of its claims. ``experiments`` are the reference experiments
+    (config names, pooled); ``runs`` maps every experiment of the run to its ``variants``,
     ``seed`` and ``replicate_group`` (the config name its shot-seed replicates share)."""
-    replicates = [name for name, e in experiments.items() if e["replicate_group"] == experiment]
+    replicates = [name for name, e in runs.items() if e["replicate_group"] in experiments]
     randoms = [v for v in spectra_variants if variant_names.parse(v).kind == "random"]
 
     def per_variant(model: str, suffix: str) -> list[list[str]]:
         return [
             [variant, name, f"results/metrics/{model}/{variant}/{name}{suffix}"]
             for name in replicates
-            for variant in experiments[name]["variants"]
+            for variant in runs[name]["variants"]
         ]
 
     layout = {}
     for model in models:
         layout[model] = {
-            "experiment": experiment,
-            "seeds": {name: e["seed"] for name, e in experiments.items()},
+            "experiment": " + ".join(experiments),
+            "seeds": {name: e["seed"] for name, e in runs.items()},
             "metrics": per_variant(model, ".parquet"),
             "choices": per_variant(model, ".choices.parquet"),
             "clues": [
                 [variant, name, f"results/clues/{model}/{variant}/{name}.parquet"]
-                for name, e in experiments.items()
+                for name, e in runs.items()
                 for variant in e["variants"]
             ],
-            "prompts": {name: f"results/prompts/{model}/{name}.parquet" for name in experiments},
+            "prompts": {name: f"results/prompts/{model}/{name}.parquet" for name in runs},
             "spectra": {v: f"results/spectra/{model}/{v}.parquet" for v in ["trained", *randoms]},
-            "alignment": f"results/spectra/{model}/trained_alignment.parquet",
+            "alignment": {v: f"results/spectra/{model}/{v}_alignment.parquet" for v in ["trained", *randoms]},
             "manifest": f"results/models/{model}/manifest.json",
             "thesis_model": model in set(thesis_models),
         }
@@ -120,7 +120,7 @@ def evidence_files(layout: Mapping[str, Mapping[str, Any]]) -> dict[str, list[st
         for kind in ("metrics", "choices", "clues"):
             files[kind] += [path for _, _, path in entry[kind]]
         files["prompts"] += list(entry["prompts"].values())
-        files["spectra"] += [*entry["spectra"].values(), entry["alignment"]]
+        files["spectra"] += [*entry["spectra"].values(), *entry["alignment"].values()]
         files["manifest"].append(entry["manifest"])
     return files
 
@@ -163,7 +163,7 @@ def load_evidence(model: str, entry: Mapping[str, Any]) -> Evidence:
         choices=tables("choices", lambda t: t),
         metrics=metrics,
         spectra={variant: pd.read_parquet(path) for variant, path in entry["spectra"].items()},
-        alignment=pd.read_parquet(entry["alignment"]),
+        alignment={variant: pd.read_parquet(path) for variant, path in entry["alignment"].items()},
         clues=pd.concat(clue_frames, ignore_index=True),
         description=model_description(manifest),
         thesis_model=entry["thesis_model"],
