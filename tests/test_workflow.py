@@ -205,6 +205,22 @@ def test_changing_one_k_reruns_only_that_experiment(tiny_run, tmp_path):
     assert planned_jobs(tiny_run) == []
 
 
+def test_a_new_shot_seed_runs_only_its_own_jobs(tiny_run):
+    """seeds: [0, 1] keeps food-k3 (seed 0) as it is and adds the replicate food-k3-seed1:
+    its own prompts, generation, attention and metrics jobs, and the tables that combine."""
+    config = tiny_config()
+    config["experiments"]["food-k3"]["seeds"] = [0, 1]
+    (tiny_run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    jobs = planned_jobs(tiny_run)
+    replicate = {(rule, wc) for rule, wc in jobs if "experiment=food-k3-seed1" in wc}
+    per_prompt = {"build_prompts", "generate_clues", "clue_table", "extract_attention", "attention_metrics"}
+    assert per_prompt <= {rule for rule, _ in replicate}
+    assert not [job for job in jobs if job[1].endswith("experiment=food-k3")]  # seed 0 is kept
+    assert "claims" in {rule for rule, _ in jobs}  # it reads every experiment's clues
+    (tiny_run / "config.yaml").write_text(yaml.safe_dump(tiny_config(), sort_keys=False))
+    assert planned_jobs(tiny_run) == []
+
+
 def test_same_config_gives_the_same_bytes(tiny_run, tmp_path):
     snakemake(tmp_path, "clues", config=tiny_config())
     tables = sorted((tiny_run / "results").rglob("*.parquet"))
