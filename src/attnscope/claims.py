@@ -141,6 +141,8 @@ class Result:
     measured: str
     variants: str = "trained"
     n_seeds: int = 1
+    per_prompt: bool = True
+    """False for weight claims: their interval resamples layers, not prompts."""
 
 
 @dataclass(frozen=True)
@@ -189,6 +191,8 @@ def _band_mean(means: np.ndarray, layers: np.ndarray) -> np.ndarray:
 
 def verdict_of(interval: Interval, supported_at: float, contradicted_at: float) -> str:
     """The verdict of an interval against two bars (their order says which way supports)."""
+    if np.isnan(interval.estimate):
+        return NOT_MEASURED  # e.g. a layer band the model is too shallow for
     side = stats.interval_side(interval, supported_at, contradicted_at)
     return {1: SUPPORTED, -1: CONTRADICTED, 0: INCONCLUSIVE}[side]
 
@@ -591,7 +595,9 @@ def _observation_result(ev: Evidence, obs: Observation, matrix: str, setting: Se
         f"W_{matrix} {what}: trained {np.mean(values[:, 0]):.4g}, random {np.mean(values[:, 1]):.4g}, "
         f"ratio {interval} over {len(layers)} layers (thesis {low:g}–{high:g}); {obs.criterion}"
     )
-    return Result(verdict, interval, measured, f"trained, {', '.join(randoms)}", len(randoms))
+    return Result(
+        verdict, interval, measured, f"trained, {', '.join(randoms)}", len(randoms), per_prompt=False
+    )
 
 
 def _spectrum_rows(ev: Evidence, th: Thresholds, setting: Setting) -> list[tuple[str, Result | None]]:
@@ -643,7 +649,7 @@ def _alignment_small(
             f"share with {name} ≤ {th.alignment_z:g}: {interval} of {len(z)} {scope}s; "
             f"median {z.median():.3g}, max {z.max():.3g}"
         )
-        return Result(verdict, interval, measured, n_seeds=len(randoms))
+        return Result(verdict, interval, measured, n_seeds=len(randoms), per_prompt=False)
 
     return measure
 
@@ -910,7 +916,7 @@ def evaluate(
                 "estimate": interval.estimate,
                 "low": interval.low,
                 "high": interval.high,
-                "n_prompts": interval.n_clusters,
+                "n_prompts": interval.n_clusters if result.per_prompt else None,
                 "n_seeds": result.n_seeds,
                 "measured": result.measured,
                 "threshold": row.claim.threshold,
@@ -930,12 +936,15 @@ def evaluate(
                     "estimate": result.interval.estimate,
                     "low": result.interval.low,
                     "high": result.interval.high,
-                    "n_prompts": result.interval.n_clusters,
+                    "n_prompts": result.interval.n_clusters if result.per_prompt else None,
                     "n_seeds": result.n_seeds,
                     "verdict": _verdict_on(evidence, result.verdict),
                 }
             )
-    return pd.DataFrame(table, columns=COLUMNS), pd.DataFrame(sensitivity, columns=SENSITIVITY_COLUMNS)
+    frames = pd.DataFrame(table, columns=COLUMNS), pd.DataFrame(sensitivity, columns=SENSITIVITY_COLUMNS)
+    for frame in frames:
+        frame["n_prompts"] = frame["n_prompts"].astype("Int64")
+    return frames
 
 
 def measured_on(ev: Evidence) -> str:
@@ -984,7 +993,10 @@ def claims_markdown(table: pd.DataFrame, sensitivity: pd.DataFrame, header: Mapp
         parts += [header.get(model, ""), ""]
         shown = rows.assign(
             estimate=_with_interval(rows),
-            n=[f"{p} × {s}" if s else f"{p}" for p, s in zip(rows["n_prompts"], rows["n_seeds"])],
+            n=[
+                "–" if pd.isna(p) else f"{p} × {s}" if s else f"{p}"
+                for p, s in zip(rows["n_prompts"], rows["n_seeds"])
+            ],
             verdict=rows["verdict"].map(lambda v: f"**{v}**"),
         )[["section", "statement", "metric", "estimate", "n", "measured", "threshold", "verdict", "robust"]]
         parts.append(
