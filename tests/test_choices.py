@@ -100,10 +100,15 @@ def measured(maps: np.ndarray, segment: list[str], shot: np.ndarray, choice: str
 def test_every_choice_matches_the_row_by_row_reference(choice):
     segment, shot = k3_labels()
     rng = np.random.default_rng(0)
-    maps = np.stack([random_causal(rng, len(segment), scale) for scale in (0.5, 2.0, 4.0)])
+    maps = np.stack([random_causal(rng, len(segment), scale) for scale in (0.5, 2.0, 4.0, 2.0)])
+    # layer 3: a shot-2 word attends only to the sink, a row left out of words and no_sink
+    query = choices.visible_tokens("words", segment)[8]
+    maps[3, query] = 0
+    maps[3, query, 0] = 1
     values, n_queries = choices.choice_metrics(maps, segment, shot, choice)
-    assert values.shape == (3, len(choices.CHOICE_METRICS))
-    for layer in range(3):
+    assert values.shape == (4, len(choices.CHOICE_METRICS))
+    assert (n_queries[3] < n_queries[2]) == (choice != "full")
+    for layer in range(4):
         expected = reference(maps[layer], segment, shot, choice)
         got = dict(zip(choices.CHOICE_METRICS, values[layer]))
         assert n_queries[layer] == expected.pop("n_queries")
