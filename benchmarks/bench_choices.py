@@ -31,7 +31,9 @@ def read_head_means(path: str) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--store", default="results/attention/smollm2/trained/animals-k8.zarr")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()

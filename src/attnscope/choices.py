@@ -102,17 +102,6 @@ def _mean(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return np.divide(total, count, out=np.full(count.shape, np.nan), where=count > 0)
 
 
-def _shot_rows(
-    rows: np.ndarray, query_shot: np.ndarray, key_shot: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of ``rows`` [layer, query, key]: (mass on the query's own shot, mass on the
-    other shots), as :func:`attnscope.metrics.shot_masses` does for one map."""
-    one_hot = (key_shot[:, None] == np.arange(key_shot.max() + 1)).astype(np.float32)
-    mass = (rows @ one_hot).astype(np.float64)  # [layer, query, shot]
-    within = mass[:, np.arange(len(query_shot)), query_shot]
-    return within, mass[:, :, 1:].sum(axis=2) - within
-
-
 def _log_ratio(observed: np.ndarray, expected: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.log(observed / expected)
@@ -157,7 +146,7 @@ def _choice_metrics(
     if m < 2:
         return np.full((num_layers, len(CHOICE_METRICS)), np.nan), np.zeros(num_layers, dtype=np.int64)
     row = np.arange(m)
-    mass = b.sum(axis=2, dtype=np.float64)  # [layer, row]
+    mass = b.sum(axis=2).astype(np.float64)  # [layer, row]
     valid = (mass > 0) & (row >= 1)
     if renormalise:
         scale = np.divide(1.0, mass, out=np.zeros_like(mass), where=valid)
@@ -175,64 +164,94 @@ def _choice_metrics(
     out["previous_mass"] = _mean(np.diagonal(r, -1, axis1=1, axis2=2), valid[:, 1:])
     if keep[0] == 0:
         out["sink_mass"] = _mean(r[:, :, 0], valid)
-    small = r <= SMALL_VALUE
-    causal_small = small.sum(axis=2) - (m - visible_keys)  # entries above the diagonal are 0
-    out["small_share"] = (causal_small * valid).sum(axis=1) / (visible_keys * valid).sum(axis=1)
-    small_mass = np.sum(r, axis=2, where=small, dtype=np.float64)
-    out["small_mass"] = (small_mass * valid).sum(axis=1) / (mass * scale * valid).sum(axis=1)
+    # The values above SMALL_VALUE are few (at most 9 per row of mass ≤ 1): count them, not the rest.
+    large = np.flatnonzero(r > SMALL_VALUE)
+    large_row = large // m  # [layer × row] index
+    n_large = np.bincount(large_row, minlength=num_layers * m).reshape(num_layers, m)
+    large_mass = np.bincount(large_row, r.reshape(-1)[large], minlength=num_layers * m).reshape(num_layers, m)
+    row_mass = mass * scale
+    out["small_share"] = ((visible_keys - n_large) * valid).sum(axis=1) / (visible_keys * valid).sum(axis=1)
+    out["small_mass"] = ((row_mass - large_mass) * valid).sum(axis=1) / (row_mass * valid).sum(axis=1)
     queries = np.flatnonzero((shot >= 2) & (row >= 1))
     if len(queries):
-        q_valid = valid[:, queries]
-        observed = r[:, queries]
-        null = _distance_null(r, valid, keep, queries)
-        for suffix, rows in (("mass", observed), ("null", null)):
-            within, across = _shot_rows(rows, shot[queries], shot)
-            out[f"within_shot_{suffix}"] = _mean(within, q_valid)
-            out[f"across_shot_{suffix}"] = _mean(across, q_valid)
-        out["boundary_drop"] = _boundary_drop(observed, null, keep, shot, queries)
+        out |= _shot_metrics(r, valid, keep, shot, queries)
     return np.stack([out[name] for name in CHOICE_METRICS], axis=1), valid.sum(axis=1)
 
 
-def _distance_null(r: np.ndarray, valid: np.ndarray, keep: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """The distance-matched null of the maps ``r`` [layer, m, m] at the rows ``queries``:
-    per layer, the mean of r over the valid rows' causal pairs at each distance
-    pos(i) − pos(j), rows renormalised (0 for rows left out)."""
-    num_layers, m = valid.shape
-    distance = keep[:, None] - keep[None, :]
+def _distance_sums(r: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distances, sums [layer, distance]): the sum of ``r`` [layer, m, m] over the causal pairs
+    of rows ≥ 1 at each query–key distance pos(i) − pos(j) that occurs."""
+    num_layers, m = r.shape[0], len(keep)
+    if keep[-1] - keep[0] + 1 == m:  # consecutive positions: distance d is the d-th subdiagonal
+        sums = np.stack([np.trace(r, -d, axis1=1, axis2=2, dtype=np.float64) for d in range(m)], axis=1)
+        sums[:, 0] -= r[:, 0, 0]
+        return np.arange(m), sums
     causal = np.tri(m, m, dtype=bool)
     causal[0] = False
     flat = np.flatnonzero(causal)
-    pair_distance = distance.ravel()[flat]
+    pair_distance = (keep[:, None] - keep[None, :]).ravel()[flat]
     order = np.argsort(pair_distance, kind="stable")
-    bins, starts = np.unique(pair_distance[order], return_index=True)
+    distances, starts = np.unique(pair_distance[order], return_index=True)
     sums = np.add.reduceat(r.reshape(num_layers, -1)[:, flat[order]], starts, axis=1, dtype=np.float64)
-    has_key = np.zeros((m, int(distance.max()) + 2))  # [row, distance]: a visible key there
-    has_key[flat // m, pair_distance] = 1
-    counts = (valid.astype(np.float64) @ has_key)[:, bins]  # valid rows with a key at each distance
-    means = np.zeros((num_layers, has_key.shape[1]), dtype=np.float32)  # last column: non-causal
-    means[:, bins] = np.divide(sums, counts, out=np.zeros_like(sums), where=counts > 0)
-    null = means[:, np.where(causal[queries], distance[queries], -1)] * valid[:, queries, None]
-    total = null.sum(axis=2, keepdims=True)
-    return np.divide(null, total, out=np.zeros_like(null), where=total > 0)
+    return distances, sums
 
 
-def _boundary_drop(
-    observed: np.ndarray, null: np.ndarray, keep: np.ndarray, shot: np.ndarray, queries: np.ndarray
-) -> np.ndarray:
-    """log(O_own / E_own) − log(O_prev / E_prev) per layer (the module docstring)."""
-    distance = keep[queries][:, None] - keep[None, :]
+def _by_distance(keys: np.ndarray, distance: np.ndarray, bins: int) -> np.ndarray:
+    """[row, distance]: 1 where the row has a key of ``keys`` (bool [row, key]) at that distance."""
+    out = np.zeros((keys.shape[0], bins))
+    rows, cols = np.nonzero(keys)
+    out[rows, distance[rows, cols]] = 1
+    return out
+
+
+def _distance_means(r: np.ndarray, valid: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """[layer, distance]: the mean of the maps ``r`` over the valid rows' causal pairs at each
+    distance pos(i) − pos(j) (0 where no pair has that distance)."""
+    distance = keep[:, None] - keep[None, :]
+    bins = int(distance.max()) + 1
+    distances, sums = _distance_sums(r, keep)
+    counts = (valid.astype(np.float64) @ _by_distance(distance >= 0, distance, bins))[:, distances]
+    means = np.zeros((r.shape[0], bins))
+    means[:, distances] = np.divide(sums, counts, out=np.zeros_like(sums), where=counts > 0)
+    return means
+
+
+def _shot_metrics(
+    r: np.ndarray, valid: np.ndarray, keep: np.ndarray, shot: np.ndarray, queries: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Observed and null shot masses and the boundary drop of the rows ``queries`` (shots ≥ 2).
+
+    A row has at most one key at each distance, so the null's mass of query q on a key set K
+    is Σ_d mean(d)·[q has a key of K at d] / Σ_d mean(d)·[q has a key at d]: one product of
+    the distance means with per-query indicators, no null map."""
+    query_shot = shot[queries][:, None]
+    distance = keep[queries][:, None] - keep[None, :]  # [query, key]
     causal = distance >= 0
-    own = causal & (shot[None, :] == shot[queries][:, None])
-    previous = causal & (shot[None, :] == shot[queries][:, None] - 1)
-    common = np.intersect1d(distance[own], distance[previous])
-    matched = np.isin(distance, common)
-    own, previous = (own & matched).astype(np.float32), (previous & matched).astype(np.float32)
+    own = causal & (shot == query_shot)
+    previous = causal & (shot == query_shot - 1)
+    matched = np.isin(distance, np.intersect1d(distance[own], distance[previous]))
+    key_sets = {"own": own, "across": causal & (shot >= 1) & ~own, "own_matched": own & matched}
+    key_sets["previous_matched"] = previous & matched
+    rows = r[:, queries]
+    observed = {name: np.einsum("lqk,qk->lq", rows, keys) for name, keys in key_sets.items()}
+    means = _distance_means(r, valid, keep)
+    indicators = [_by_distance(keys, distance, means.shape[1]) for keys in (causal, *key_sets.values())]
+    null_mass = means @ np.concatenate(indicators).T  # [layer, key set × query]
+    total, *masses = np.split(null_mass, len(indicators), axis=1)
+    q_valid = valid[:, queries]
+    share = np.divide(masses, total, out=np.zeros_like(masses), where=(total > 0) & q_valid)
+    null = dict(zip(key_sets, share))
 
-    def masses(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return np.einsum("lqk,qk->l", rows, own), np.einsum("lqk,qk->l", rows, previous)
+    def drop(name: str) -> np.ndarray:
+        return _log_ratio(observed[name].sum(axis=1), null[name].sum(axis=1))
 
-    (o_own, o_prev), (e_own, e_prev) = masses(observed), masses(null)
-    return _log_ratio(o_own, e_own) - _log_ratio(o_prev, e_prev)
+    return {
+        "within_shot_mass": _mean(observed["own"], q_valid),
+        "across_shot_mass": _mean(observed["across"], q_valid),
+        "within_shot_null": _mean(null["own"], q_valid),
+        "across_shot_null": _mean(null["across"], q_valid),
+        "boundary_drop": drop("own_matched") - drop("previous_matched"),
+    }
 
 
 def choices_table(path: str | os.PathLike) -> pd.DataFrame:
