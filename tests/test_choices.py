@@ -189,6 +189,17 @@ def test_pure_locality_is_its_own_null_and_a_boundary_drop_is_found(choice):
     assert drop["boundary_drop"] > 1.0
 
 
+def test_uniform_rows_show_no_boundary_but_fall_below_the_distance_null():
+    """Uniform rows depend on the row's length, not on the distance: the null (rows pooled
+    at each distance) puts more on near keys, so within < within_null; at matched distances
+    own- and preceding-shot keys get the same, so no boundary drop."""
+    segment, shot = k3_labels()
+    for choice in choices.CHOICES:
+        got = measured(uniform_causal(len(segment))[None], segment, shot, choice)
+        assert got["within_shot_mass"] / got["within_shot_null"] < 0.8
+        assert abs(got["boundary_drop"]) < 0.15
+
+
 def test_small_mass_can_fail_where_small_share_cannot():
     segment, shot = k3_labels()
     n = len(segment)
