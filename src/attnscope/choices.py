@@ -39,7 +39,7 @@ distance the null is the same for both, so locality cancels: ≈ 0 when attentio
 on the distance, > 0 when it drops at shot boundaries (pooled masses rather than per-query
 ratios, which tiny null values make unstable).
 
-The metrics are vectorised over a prompt's layers: a store's table takes a small fraction
+The metrics are vectorised over a prompt's layers: a store's table takes a fraction
 of the time of :func:`attnscope.metrics.metrics_table` (docs/attention.md gives the figure).
 """
 
