@@ -162,6 +162,11 @@ def test_choices_restrict_and_renormalise():
     sink[words[3]] = 0
     sink[words[3], 0] = 1
     assert measured(sink[None], segment, shot, "words")["n_queries"] == len(words) - 2
+    # No word tokens (or one): nothing to measure under words, the other choices unchanged.
+    plain = ["template"] * (n - 1) + ["target"]
+    values, n_queries = choices.choice_metrics(sink[None], plain, np.zeros(n, int), "words")
+    assert np.isnan(values).all() and n_queries.tolist() == [0]
+    assert measured(sink[None], plain, np.zeros(n, int), "full")["n_queries"] == n - 1
     with pytest.raises(ValueError, match="unknown analysis choice 'tokens'"):
         choices.visible_tokens("tokens", segment)
 
