@@ -219,7 +219,7 @@ def test_small_mass_can_fail_where_small_share_cannot():
     assert uniform["small_share"] == pytest.approx(np.arange(10, n + 1).sum() / causal)
 
 
-def test_table_layout(tmp_path):
+def test_table_layout(tmp_path, monkeypatch):
     """The table of a store: COLUMNS in order, prompt × layer × choice rows, the
     store's labels (a store written through io like the capture's)."""
     import zarr
@@ -251,6 +251,9 @@ def test_table_layout(tmp_path):
     expected = reference(maps[1], segment, shot, "words")
     assert row["n_queries"].item() == expected["n_queries"]
     assert row["boundary_drop"].item() == pytest.approx(expected["boundary_drop"], rel=1e-5)
+    # Layers measured one at a time (long prompts): the same table.
+    monkeypatch.setattr(choices, "CHUNK_VALUES", n * n)
+    pd.testing.assert_frame_equal(choices.choices_table(tmp_path / "s.zarr"), table)
 
 
 @pytest.mark.integration

@@ -74,6 +74,9 @@ COLUMNS = ("prompt_index", "prompt_id", "target", "layer", "choice", "n_queries"
 """The columns of the choices table, in order."""
 SMALL_VALUE = 0.1
 """The thesis's value domain of token-level attention, [0, 0.1] (ch. 8.2)."""
+CHUNK_VALUES = 1 << 22
+""":func:`choices_table` measures a prompt's layers in chunks of about this many map values,
+which bounds its float32 copies (16 MiB each) for long prompts of many layers."""
 
 
 def visible_tokens(choice: str, token_segment: Sequence[str]) -> np.ndarray:
@@ -259,11 +262,16 @@ def choices_table(path: str | os.PathLike) -> pd.DataFrame:
     layer × choice with the columns of :data:`COLUMNS`."""
     frames = []
     for group in prompt_groups(open_store(path)):
-        attrs = group.attrs
-        values, n_queries = prompt_choices(
-            group["head_mean"][...], attrs["token_segment"], attrs["token_shot"]
-        )
-        num_choices, num_layers = n_queries.shape
+        attrs, head_mean = group.attrs, group["head_mean"]
+        num_layers, n = head_mean.shape[:2]
+        step = max(1, CHUNK_VALUES // (n * n))
+        parts = [
+            prompt_choices(head_mean[start : start + step], attrs["token_segment"], attrs["token_shot"])
+            for start in range(0, num_layers, step)
+        ]
+        values = np.concatenate([v for v, _ in parts], axis=1)
+        n_queries = np.concatenate([q for _, q in parts], axis=1)
+        num_choices = len(CHOICES)
         frame = pd.DataFrame(
             values.transpose(1, 0, 2).reshape(-1, len(CHOICE_METRICS)), columns=list(CHOICE_METRICS)
         )
