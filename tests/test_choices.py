@@ -254,6 +254,9 @@ def test_table_layout(tmp_path, monkeypatch):
     # Layers measured one at a time (long prompts): the same table.
     monkeypatch.setattr(choices, "CHUNK_VALUES", n * n)
     pd.testing.assert_frame_equal(choices.choices_table(tmp_path / "s.zarr"), table)
+    root["001"].attrs["token_shot"] = shot[:-1].tolist()
+    with pytest.raises(ValueError, match=r"s\.zarr: prompt group '001' has 69 tokens .* 68 token_shot"):
+        choices.choices_table(tmp_path / "s.zarr")
 
 
 @pytest.mark.integration

@@ -263,10 +263,16 @@ def choices_table(path: str | os.PathLike) -> pd.DataFrame:
     frames = []
     for group in prompt_groups(open_store(path)):
         attrs, head_mean = group.attrs, group["head_mean"]
+        segment, shot = attrs.get("token_segment", []), attrs.get("token_shot", [])
         num_layers, n = head_mean.shape[:2]
+        if len(segment) != n or len(shot) != n:
+            raise ValueError(
+                f"{path}: prompt group {group.basename!r} has {n} tokens in head_mean but "
+                f"{len(segment)} token_segment and {len(shot)} token_shot labels"
+            )
         step = max(1, CHUNK_VALUES // (n * n))
         parts = [
-            prompt_choices(head_mean[start : start + step], attrs["token_segment"], attrs["token_shot"])
+            prompt_choices(head_mean[start : start + step], segment, shot)
             for start in range(0, num_layers, step)
         ]
         values = np.concatenate([v for v, _ in parts], axis=1)
