@@ -220,8 +220,8 @@ def test_small_mass_can_fail_where_small_share_cannot():
 
 
 def test_table_layout(tmp_path, monkeypatch):
-    """The table of a store: COLUMNS in order, prompt × layer × choice rows, the
-    store's labels (a store written through io like the capture's)."""
+    """The table of a store (a Zarr group with the capture's prompt groups and labels):
+    COLUMNS in order, prompt × layer × choice rows, layers in chunks give the same table."""
     import zarr
 
     segment, shot = k3_labels()
@@ -231,10 +231,8 @@ def test_table_layout(tmp_path, monkeypatch):
     prompts = []
     for index, target in enumerate(["Ant", "Bee"]):
         group = root.create_group(f"{index:03d}")
-        group.attrs.update(
-            prompt_index=index, prompt_id=f"p{index}", target=target, token_segment=segment,
-            token_shot=shot.tolist(),
-        )  # fmt: skip
+        labels = {"token_segment": segment, "token_shot": shot.tolist()}
+        group.attrs.update(prompt_index=index, prompt_id=f"p{index}", target=target, **labels)
         maps = np.stack([random_causal(rng, n) for _ in range(2)])
         group.create_array("head_mean", data=maps)
         prompts.append({"group": f"{index:03d}", "prompt_id": f"p{index}", "target": target})

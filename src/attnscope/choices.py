@@ -114,8 +114,9 @@ def _log_ratio(observed: np.ndarray, expected: np.ndarray) -> np.ndarray:
 def choice_metrics(
     maps: np.ndarray, token_segment: Sequence[str], token_shot: Sequence[int], choice: str
 ) -> tuple[np.ndarray, np.ndarray]:
-    """One prompt's causal maps [layer, query, key] (float16 as stored, or float) under one
-    analysis choice: (values [layer, :data:`CHOICE_METRICS`], n_queries [layer])."""
+    """One prompt's causal maps [layer, query, key] (float16 as stored, or float; zero above
+    the diagonal) under one analysis choice: (values [layer, :data:`CHOICE_METRICS`],
+    n_queries [layer])."""
     maps = np.asarray(maps)
     return _measure(as_float32(maps), xlogx(maps), token_segment, np.asarray(token_shot), choice)
 
@@ -134,6 +135,7 @@ def prompt_choices(
 def _measure(
     values32: np.ndarray, terms: np.ndarray, token_segment: Sequence[str], shot: np.ndarray, choice: str
 ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`choice_metrics` from the maps as float32 and their x·log x."""
     keep = visible_tokens(choice, token_segment)
     return _choice_metrics(
         _restrict(values32, keep), _restrict(terms, keep), keep, shot[keep], renormalise=choice != "full"
