@@ -50,6 +50,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+from numpy.lib.stride_tricks import as_strided
 
 from attnscope.metrics import as_float32, xlogx
 from attnscope.store import WORD_SEGMENTS, open_store, prompt_groups
@@ -188,9 +189,14 @@ def _distance_sums(r: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndar
     of rows ≥ 1 at each query–key distance pos(i) − pos(j) that occurs."""
     num_layers, m = r.shape[0], len(keep)
     if keep[-1] - keep[0] + 1 == m:  # consecutive positions: distance d is the d-th subdiagonal
-        sums = np.stack([np.trace(r, -d, axis1=1, axis2=2, dtype=np.float64) for d in range(m)], axis=1)
-        sums[:, 0] -= r[:, 0, 0]
-        return np.arange(m), sums
+        # A view by_distance[l, i, d] = r[l, 1 + i, 1 + i − d] of the C-ordered maps: where
+        # 1 + i − d < 0 it reads the tail of row i, above the diagonal, so 0 (one pass, no copy).
+        r = np.ascontiguousarray(r)
+        step = r.strides[2]
+        by_distance = as_strided(
+            r[:, 1:, 1:], (num_layers, m - 1, m), (r.strides[0], r.strides[1] + step, -step), writeable=False
+        )
+        return np.arange(m), by_distance.sum(axis=1, dtype=np.float64)
     causal = np.tri(m, m, dtype=bool)
     causal[0] = False
     flat = np.flatnonzero(causal)
