@@ -42,6 +42,7 @@ rule attention_metrics:
         metrics="results/metrics/{model}/{variant}/{experiment}.parquet",
         summary="results/metrics/{model}/{variant}/{experiment}.summary.parquet",
         markdown="results/metrics/{model}/{variant}/{experiment}.summary.md",
+        choices="results/metrics/{model}/{variant}/{experiment}.choices.parquet",
     params:
         epsilon=lambda wc: config["attention"]["epsilon"],
     log:

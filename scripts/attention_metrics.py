@@ -1,6 +1,7 @@
-"""Rule attention_metrics: Zarr attention store → metrics per prompt × layer × head + per-layer summary."""
+"""Rule attention_metrics: Zarr attention store → metrics per prompt × layer × head, per-layer
+summary, and the head-mean metrics per prompt × layer × analysis choice."""
 
-from attnscope import io, metrics
+from attnscope import choices, io, metrics
 from attnscope.store import open_store
 
 log = io.setup_script_logging(snakemake.log[0])
@@ -19,6 +20,7 @@ meta = io.job_metadata(
 )
 io.write_parquet(table, snakemake.output.metrics, meta)
 io.write_parquet(summary, snakemake.output.summary, meta)
+io.write_parquet(choices.choices_table(snakemake.input.store), snakemake.output.choices, meta)
 title = f"Attention metrics, {store['model']} / {store['variant']}, {store['experiment']}"
 io.write_text(metrics.summary_markdown(summary, title), snakemake.output.markdown)
 log.info(
