@@ -8,8 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from attnscope import choices as attnscope_choices
 from attnscope import claims
 from attnscope.evidence import Evidence, copy_share
+from tests.test_choices import k3_labels, row_stochastic
 
 LAYERS = 9  # thirds: 0-2 early, 3-5 middle, 6-8 late
 BASE = {
@@ -134,14 +136,67 @@ def test_dispersion_and_contraction(entropy, middle, late):
     assert verdict(ev, "late-contracting") == late
 
 
-def test_within_shot_against_the_distance_matched_null():
-    at_null = evidence(choices(within_shot_mass=0.2, within_shot_null=0.2))  # locality explains it
-    assert verdict(at_null, "within-shot") in (NOT_REPLICATED, claims.INCONCLUSIVE)
-    above = evidence(choices(within_shot_mass=0.3, within_shot_null=0.2))
-    assert verdict(above, "within-shot") == claims.SUPPORTED
-    below = evidence(choices(within_shot_mass=0.15, within_shot_null=0.2))
-    assert verdict(below, "within-shot") == NOT_REPLICATED
-    assert "within > across in 100% of 9 layers" in row_of(below, "within-shot")["measured"]
+def map_choices(maps_of_prompt, prompts: int = 12, variant: str = "trained") -> pd.DataFrame:
+    """The choices table of synthetic maps: ``maps_of_prompt(rng)`` gives one prompt's maps
+    [layer, query, key] on the k = 3 labels of tests/test_choices.py."""
+    segment, shot = k3_labels()
+    rng = np.random.default_rng(0)
+    rows = []
+    for prompt in range(prompts):
+        values, n_queries = attnscope_choices.prompt_choices(maps_of_prompt(rng), segment, shot)
+        for c, choice in enumerate(attnscope_choices.CHOICES):
+            for layer, metrics in enumerate(values[c]):
+                rows.append(
+                    {"variant": variant, "experiment": "animals-k3", "seed": 0, "prompt_index": prompt,
+                     "target": f"t{prompt}", "layer": layer, "choice": choice,
+                     "n_queries": n_queries[c, layer], **dict(zip(attnscope_choices.CHOICE_METRICS, metrics))}
+                )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def locality_maps(boundary: float = 1.0):
+    """Attention that decays with query–key distance (a random scale per prompt and layer),
+    across-shot keys weighted by ``boundary`` (1: pure locality)."""
+    segment, shot = k3_labels()
+    n = len(segment)
+    distance = np.clip(np.arange(n)[:, None] - np.arange(n)[None, :], 0, None)
+    across = (shot[:, None] >= 1) & (shot[None, :] >= 1) & (shot[:, None] != shot[None, :])
+
+    def maps(rng: np.random.Generator) -> np.ndarray:
+        layers = []
+        for tau in rng.uniform(3.0, 12.0, 3):
+            weights = np.exp(-distance / tau) * np.where(across, boundary, 1.0)
+            layers.append(row_stochastic(weights))
+        return np.stack(layers)
+
+    return maps
+
+
+def test_within_shot_on_synthetic_maps_needs_a_boundary_not_locality():
+    """Pure locality has more within- than across-shot mass, yet is not 'within-shot'
+    attention; locality with a drop at the shot boundaries is."""
+    local = evidence(map_choices(locality_maps()))
+    row = row_of(local, "within-shot")
+    assert row["verdict"] != claims.SUPPORTED and row["high"] < claims.Thresholds().boundary_drop
+    assert "within > across in 100%" in row["measured"]  # the old measure would have said yes
+    dropping = evidence(map_choices(locality_maps(boundary=0.2)))
+    assert verdict(dropping, "within-shot") == claims.SUPPORTED
+    assert row_of(dropping, "within-shot")["robust"] == "yes"
+
+
+def test_within_shot_from_constructed_drops():
+    assert verdict(evidence(choices(boundary_drop=0.5)), "within-shot") == claims.SUPPORTED
+    assert verdict(evidence(choices(boundary_drop=-0.1)), "within-shot") == NOT_REPLICATED
+    assert verdict(evidence(choices(boundary_drop=0.2, noise=0.1)), "within-shot") == claims.INCONCLUSIVE
+
+
+def test_value_domain_fails_one_hot_maps_and_passes_uniform_ones():
+    segment, _ = k3_labels()
+    n = len(segment)
+    one_hot = np.eye(n)[None]  # every token on itself
+    uniform = row_stochastic(np.ones((n, n)))[None]
+    assert verdict(evidence(map_choices(lambda rng: one_hot)), "value-domain") == NOT_REPLICATED
+    assert verdict(evidence(map_choices(lambda rng: uniform)), "value-domain") == claims.SUPPORTED
 
 
 def test_value_domain_from_the_attention_mass():

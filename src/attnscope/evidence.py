@@ -26,7 +26,7 @@ class Evidence:
     and ``target`` (the resampling unit of every interval):
 
     - ``choices``: head-mean maps per prompt × layer × analysis ``choice`` (the
-      ``.choices.parquet`` tables of :mod:`attnscope.metrics`);
+      ``.choices.parquet`` tables of :mod:`attnscope.choices`);
     - ``metrics``: head-mean rows of the metrics tables (the embedding-cosine correlations);
     - ``spectra``: variant → its spectra table (trained and the random seeds);
     - ``alignment``: variant → its base-alignment table (trained and the random seeds);

@@ -80,7 +80,10 @@ def cluster_interval(
     estimate = float(pooled(*data))
     with np.errstate(invalid="ignore", divide="ignore"):
         per_cluster = np.asarray([statistic(sums[:, c] / counts[:, c]) for c in range(n_clusters)], float)
-    if n_clusters < 2 or np.nanmax(per_cluster) == np.nanmin(per_cluster):  # nothing to resample
+    finite = per_cluster[np.isfinite(per_cluster)]
+    if not np.isfinite(estimate):
+        return Interval(estimate, math.nan, math.nan, len(values), int(n_clusters))
+    if n_clusters < 2 or len(finite) == 0 or finite.max() == finite.min():  # nothing to resample
         return Interval(estimate, estimate, estimate, len(values), int(n_clusters))
     low = high = math.nan
     with warnings.catch_warnings():
