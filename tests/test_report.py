@@ -149,7 +149,10 @@ def test_report_bundles_figures_tables_and_claims(report_run):
     assert "fig. A.22" in captions["results/figures/tiny-mistral/base_alignment.png"]
     assert all(caption.strip() for caption in captions.values()), "every result has a caption"
     table = pd.read_parquet(report_run / "results" / "claims.parquet")
-    assert set(table["verdict"]) <= set(claims.VERDICTS) and len(table) >= len(claims.CLAIMS)
+    known = {*claims.VERDICTS, "not replicated on tiny-mistral"}  # not the thesis's model
+    assert set(table["verdict"]) <= known and len(table) >= len(claims.CLAIMS)
+    measured = table[table["verdict"] != claims.NOT_MEASURED]
+    assert (measured["low"] <= measured["high"]).all() and measured["estimate"].notna().all()
     assert "random-uniform" in set(table["claim"])
     comparison = pd.read_csv(report_run / "results" / "tables" / "tiny-mistral" / "animals-k2_variants.csv")
     assert list(comparison.columns) == ["Word", "Reference Clue", "trained", "random-s0", "qkscale-a2"]
