@@ -5,13 +5,17 @@
 Builds the Animals k=3 prompts of the default config, then times, alternately in one run:
 one prompt at a time (batch 1, no shared prefix: the reference route), batched without
 the shared prefix (the previous route) and batched behind the shared-prefix KV cache (the
-rule's route). The ratios to the first are the figures the README quotes.
+rule's route). The ratios to the first are the figures the README quotes. The JSON's
+``profile`` splits each route's last run into its model calls: prefills (calls, tokens,
+seconds) and decode steps (seconds, and steps and mean milliseconds per batch size).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
+from collections import defaultdict
 from pathlib import Path
 
 import torch
@@ -21,6 +25,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import best_of, embedded_model_dir, write  # noqa: E402
 
 from attnscope import data, generation, models, prompts  # noqa: E402
+
+
+def call_profile(calls: list[tuple[int, int, float]], total: float) -> dict:
+    """Where a route's ``total`` seconds went: prefill calls (more than one token per row),
+    decode steps by batch size, and the rest (Python around the model: decoding text, caches)."""
+    prefill = [(b, n, s) for b, n, s in calls if n > 1]
+    steps: dict[int, list[float]] = defaultdict(list)
+    for b, n, s in calls:
+        if n == 1:
+            steps[b].append(s)
+    decode_s = sum(map(sum, steps.values()))
+    prefill_s = sum(s for _, _, s in prefill)
+    return {
+        "prefill_calls": len(prefill),
+        "prefill_tokens": sum(b * n for b, n, _ in prefill),
+        "prefill_s": round(prefill_s, 2),
+        "decode_steps": sum(map(len, steps.values())),
+        "decode_s": round(decode_s, 2),
+        "decode_steps_ms_by_batch": {
+            b: [len(v), round(1000 * sum(v) / len(v), 1)] for b, v in sorted(steps.items())
+        },
+        "other_s": round(total - prefill_s - decode_s, 2),
+    }
 
 
 def main() -> None:
@@ -49,7 +76,19 @@ def main() -> None:
         "shared_prefix": (args.batch_size, True),
     }
 
+    calls: list[tuple[int, int, float]] = []  # (batch, new tokens per row, seconds) of each model call
+    forward = loaded.model.forward
+
+    def timed_forward(*args, **kwargs):
+        start = time.perf_counter()
+        out = forward(*args, **kwargs)
+        calls.append((*kwargs["input_ids"].shape, time.perf_counter() - start))
+        return out
+
+    loaded.model.forward = timed_forward
+
     def run(route: str) -> list[generation.Generation]:
+        calls.clear()
         batch_size, share_prefix = routes[route]
         return generation.generate(
             loaded.model,
@@ -62,11 +101,12 @@ def main() -> None:
         )
 
     seconds = dict.fromkeys(routes, float("inf"))
-    outputs = {}
+    outputs, profiles = {}, {}
     for _ in range(args.repeats):  # alternate, so every route sees the same machine load
         for route in routes:
             s, outputs[route] = best_of(1, lambda route=route: run(route))
             seconds[route] = min(seconds[route], s)
+            profiles[route] = call_profile(calls, s)
     reference = [g.generated_ids for g in outputs["sequential"]]
     same = all([g.generated_ids for g in out] == reference for out in outputs.values())
     write(
@@ -83,6 +123,7 @@ def main() -> None:
             "speedup_batched": round(seconds["sequential"] / seconds["batched"], 2),
             "speedup_shared_prefix": round(seconds["sequential"] / seconds["shared_prefix"], 2),
             "same_outputs": same,
+            "profile": profiles,
         },
     )
     if not same:

@@ -1,23 +1,31 @@
 """The cold default run and a no-op rerun, wall time, in a fresh working directory.
 
     python benchmarks/bench_workflow.py [--cores 2] [--workdir DIR] [--compare DIR]
+    python benchmarks/bench_workflow.py --profile DIR     # only the profile of a finished run
 
 Runs `snakemake --cores N` on this checkout's config.yaml and sample data in a new working
 directory (nothing cached: the model is prepared from the GGUF, every job runs), then the
 same command again, which must run no job. With ``--compare DIR`` (the working directory of
 an earlier cold run), also checks determinism: every Parquet table byte-identical and
-every Zarr array equal. Writes benchmarks/out/workflow.json.
+every Zarr array equal. Writes benchmarks/out/workflow.json, with the cold run's profile:
+per rule its jobs, their summed wall and CPU seconds (the Snakemake benchmark TSVs), and how
+long the run had 0, 1, 2, … jobs running (the Snakemake log's start and finish lines).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -65,12 +73,72 @@ def differences(results: Path, reference: Path) -> list[str]:
     return found
 
 
+def rule_profile(workdir: Path) -> dict[str, dict[str, float]]:
+    """Per rule of a finished run: jobs, summed wall and CPU seconds, largest RSS (MiB), from
+    results/benchmarks/ (one TSV per job: ``{rule}.tsv`` or ``{rule}/…/*.tsv``), slowest first."""
+    rules: dict[str, dict[str, float]] = defaultdict(
+        lambda: {"jobs": 0, "s": 0.0, "cpu_s": 0.0, "max_rss_mb": 0.0}
+    )
+    root = workdir / "results" / "benchmarks"
+    for tsv in root.rglob("*.tsv"):
+        rule = tsv.relative_to(root).parts[0].removesuffix(".tsv")
+        with tsv.open() as handle:
+            row = next(csv.DictReader(handle, delimiter="\t"))
+        entry = rules[rule]
+        entry["jobs"] += 1
+        entry["s"] += float(row["s"])
+        entry["cpu_s"] += float(row["cpu_time"]) if row["cpu_time"] not in ("", "NA", "-") else 0.0
+        rss = row["max_rss"]
+        entry["max_rss_mb"] = max(entry["max_rss_mb"], float(rss) if rss not in ("", "NA", "-") else 0.0)
+    ordered = sorted(rules.items(), key=lambda item: -item[1]["s"])
+    return {rule: {key: round(value, 1) for key, value in entry.items()} for rule, entry in ordered}
+
+
+STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ [\d:]{8} \d{4})\]$")
+
+
+def concurrency(log: Path) -> dict[str, int]:
+    """Seconds during which 0, 1, 2, … jobs ran, from a Snakemake log's time stamps (1 s steps):
+    a job runs from its rule line to its ``Finished jobid`` line."""
+    events, stamp = [], None
+    for line in log.read_text().splitlines():
+        match = STAMP.match(line)
+        if match:
+            stamp = datetime.strptime(match.group(1), "%a %b %d %H:%M:%S %Y").timestamp()
+        elif stamp is not None and re.match(r"^(local)?rule \w+:$", line):
+            events.append((stamp, +1))
+        elif stamp is not None and line.startswith("Finished jobid"):
+            events.append((stamp, -1))
+    seconds: dict[str, int] = defaultdict(int)
+    running, last = 0, None
+    for when, step in sorted(events, key=lambda e: (e[0], -e[1])):  # starts first: no negative counts
+        if last is not None:
+            seconds[str(running)] += int(when - last)
+        running, last = running + step, when
+    return {n: s for n, s in sorted(seconds.items(), key=lambda item: int(item[0])) if s}
+
+
+def profile(workdir: Path) -> dict:
+    """The per-rule profile and job concurrency of the run in ``workdir``."""
+    logs = sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"))
+    return {
+        "rules": rule_profile(workdir),
+        "seconds_with_n_jobs_running": concurrency(logs[0]) if logs else None,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--workdir", type=Path, help="keep the run here (default: a temporary directory)")
     parser.add_argument("--compare", type=Path, help="an earlier cold run's working directory")
+    parser.add_argument(
+        "--profile", type=Path, help="only print the profile of this finished run's directory"
+    )
     args = parser.parse_args()
+    if args.profile:
+        print(json.dumps(profile(args.profile), indent=2))
+        return
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="attnscope-cold-"))
     workdir.mkdir(parents=True, exist_ok=True)
     if (workdir / "results").exists():
@@ -90,6 +158,7 @@ def main() -> None:
         "cold_run_jobs": jobs,
         "noop_rerun_s": round(noop_s, 2),
         "noop_rerun_jobs": noop_log.count("Finished jobid"),
+        "cold_run_profile": profile(workdir),
     }
     if args.compare:
         diffs = differences(workdir / "results", args.compare / "results")

@@ -2,11 +2,6 @@
 # PNG and SVG under results/figures/ and marked for the HTML report with a caption (report/).
 
 
-wildcard_constraints:
-    target=r"[\w-]+",
-    kind="token_grid|word_grid|cosine|word_pass|token_pass|thesis_grid",
-
-
 FIGURE_FORMATS = ("png", "svg")
 FIGURE_KEYS = ("dpi", "grid_layers", "cosine_layers", "pass_columns", "color_max")
 """The `figures:` keys the attention-map figures depend on (their params, hence rerun trigger)."""
@@ -23,15 +18,20 @@ MAP_KINDS = {
 
 
 def map_labels(wildcards):
-    """The report labels of a map figure: its target and kind, and whether it draws the clue."""
+    """The report labels of a map figure (``wildcards`` has its target and kind, from the report's
+    file pattern): its target and kind, and whether it draws the clue."""
     clue = config["attention"]["append_clue"] and wildcards.kind != "thesis_grid"
     kind = MAP_KINDS[wildcards.kind] + (", prompt + generated clue" if clue else ", prompt only")
     return {"target": wildcards.target, "figure": kind}
 
 
-def target_of(wildcards):
-    key = (wildcards.experiment, wildcards.variant, wildcards.target, wildcards.kind)
-    return PLAN.map_figures[key]
+def store_maps(wildcards):
+    """The map figures of one store: target slug (its folder) → the target word and its kinds."""
+    maps = {}
+    for (experiment, variant, slug, kind), target in PLAN.map_figures.items():
+        if (experiment, variant) == (wildcards.experiment, wildcards.variant):
+            maps.setdefault(slug, {"target": target, "kinds": []})["kinds"].append(kind)
+    return maps
 
 
 def figure_options(wildcards):
@@ -68,31 +68,34 @@ def figure_set_outputs(folder, figures, category):
     return outputs
 
 
-MAPS = "results/figures/{model}/{variant}/{experiment}/{target}"
+MAPS = "results/figures/{model}/{variant}/{experiment}"
+"""The folder of one store's map figures: ``{target}/{kind}.{png,svg}`` for each of its figures."""
 
 
-rule attention_figure:
+rule attention_figures:
     input:
         store="results/attention/{model}/{variant}/{experiment}.zarr",
     output:
-        **figure_outputs(
-            f"{MAPS}/{{kind}}",
-            "attention_maps",
-            lambda wc: "Full passes over all layers" if wc.kind.endswith("_pass") else "Attention maps",
-            "{experiment} · {variant}",
-            map_labels,
+        maps=report(
+            directory(MAPS),
+            patterns=["{target}/{kind}.png"],
+            caption="../report/attention_maps.rst",
+            category=lambda wc: "Full passes over all layers" if wc.kind.endswith("_pass") else "Attention maps",
+            subcategory="{experiment} · {variant}",
+            labels=map_labels,
         ),
     params:
         figures=figure_options,
-        target=target_of,
+        maps=store_maps,
+        formats=FIGURE_FORMATS,
         experiment=lambda wc: {"category": experiment_plan(wc).category, "k": experiment_plan(wc).k},  # caption
         append_clue=lambda wc: config["attention"]["append_clue"],  # caption
     log:
-        "results/logs/attention_figure/{model}/{variant}/{experiment}/{target}/{kind}.log",
+        "results/logs/attention_figures/{model}/{variant}/{experiment}.log",
     benchmark:
-        "results/benchmarks/attention_figure/{model}/{variant}/{experiment}/{target}/{kind}.tsv"
+        "results/benchmarks/attention_figures/{model}/{variant}/{experiment}.tsv"
     resources:
-        **fixed_resources(mem_mb=1500, runtime=10),
+        **fixed_resources(mem_mb=1500, runtime=20),
     script:
         "../scripts/figures_attention.py"
 
@@ -203,12 +206,12 @@ rule clue_comparison:
 
 
 def figure_targets():
-    """Every figure, clue table and comparison of the selected models (PNG and SVG)."""
+    """Every figure, clue table and comparison of the selected models (PNG and SVG; the map
+    figures of a store as its folder, see rule attention_figures)."""
     files = []
     for model in PLAN.models:
-        for experiment, variant, target, kind in PLAN.map_figures:
-            stem = MAPS.format(model=model, variant=variant, experiment=experiment, target=target)
-            files += figure_paths(f"{stem}/{kind}")
+        stores = dict.fromkeys((experiment, variant) for experiment, variant, _, _ in PLAN.map_figures)
+        files += [MAPS.format(model=model, variant=v, experiment=e) for e, v in stores]
         for experiment in PLAN.experiments:
             files += figure_paths(f"results/figures/{model}/{experiment}_metric_curves")
             files += [

@@ -147,6 +147,17 @@ def test_report_bundles_figures_tables_and_claims(report_run):
     assert "fig. 8.7" in captions["results/figures/tiny-mistral/random-s0/animals-k2/Ant/word_grid.png"]
     assert "fig. 8.8" in captions["results/figures/tiny-mistral/qkscale-a2/animals-k2/Ant/word_grid.png"]
     assert "fig. A.22" in captions["results/figures/tiny-mistral/base_alignment.png"]
+    # One job draws a store's maps; each map is still its own result with its own caption and labels.
+    maps = "results/figures/tiny-mistral/trained/animals-k2/Ant"
+    for kind, caption, figure in (
+        ("cosine", "cosine similarity beside attention", "embedding cosine beside attention"),
+        ("word_grid", "Word-level attention maps, layers", "word-level maps, 2×2 layers"),
+        ("token_pass", "Token-level attention maps, every layer", "token-level maps, every layer"),
+    ):
+        entry = results[f"{maps}/{kind}.png"]
+        assert caption in entry["caption"] and "<em>Ant</em>" in entry["caption"], entry["caption"]
+        assert entry["labels"] == {"target": "Ant", "figure": f"{figure}, prompt + generated clue"}
+        assert entry["job_properties"]["rule"] == "attention_figures"
     assert all(caption.strip() for caption in captions.values()), "every result has a caption"
     table = pd.read_parquet(report_run / "results" / "claims.parquet")
     known = {*claims.VERDICTS, "not replicated on tiny-mistral"}  # not the thesis's model
