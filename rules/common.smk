@@ -7,7 +7,7 @@ from attnscope import resources as attnscope_resources
 
 wildcard_constraints:
     model="|".join(map(re.escape, config["models"])),
-    experiment="|".join(map(re.escape, config["experiments"])),
+    experiment="|".join(map(re.escape, sorted(PLAN.experiments, key=len, reverse=True))),  # with replicates
     variant=attnscope_variants.WILDCARD_REGEX,
 
 

@@ -100,19 +100,31 @@ rule attention_figures:
         "../scripts/figures_attention.py"
 
 
+def replicate_metrics(wildcards):
+    """The metrics tables of every variant of every shot-seed replicate of an experiment."""
+    return [
+        f"results/metrics/{wildcards.model}/{variant}/{name}.parquet"
+        for name in PLAN.replicates(wildcards.experiment)
+        for variant in PLAN.experiments[name].variants
+    ]
+
+
 rule metric_curves:
+    """One experiment's per-layer metric curves with the 95 % interval of the mean across its
+    prompts and shot-seed replicates (targets resampled), one line per variant."""
     input:
-        summaries=lambda wc: [
-            f"results/metrics/{wc.model}/{variant}/{wc.experiment}.summary.parquet"
-            for variant in experiment_plan(wc).variants
-        ],
+        metrics=replicate_metrics,
     output:
         **figure_outputs(
             "results/figures/{model}/{experiment}_metric_curves", "metric_curves", "Metric curves by layer",
             labels={"experiment": "{experiment}"},
         ),
     params:
-        variants=lambda wc: experiment_plan(wc).variants,
+        tables=lambda wc: [
+            [variant, name]
+            for name in PLAN.replicates(wc.experiment)
+            for variant in PLAN.experiments[name].variants
+        ],
         metrics=lambda wc: config["figures"]["curve_metrics"],
         dpi=lambda wc: config["figures"]["dpi"],
         experiment=lambda wc: {"category": experiment_plan(wc).category, "k": experiment_plan(wc).k},
@@ -213,7 +225,8 @@ def figure_targets():
         stores = dict.fromkeys((experiment, variant) for experiment, variant, _, _ in PLAN.map_figures)
         files += [MAPS.format(model=model, variant=v, experiment=e) for e, v in stores]
         for experiment in PLAN.experiments:
-            files += figure_paths(f"results/figures/{model}/{experiment}_metric_curves")
+            if experiment in PLAN.replicate_groups():  # one curve figure pools the replicates
+                files += figure_paths(f"results/figures/{model}/{experiment}_metric_curves")
             files += [
                 f"results/tables/{model}/{experiment}_variants.csv",
                 f"results/figures/{model}/{experiment}_clues.html",

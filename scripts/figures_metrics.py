@@ -1,22 +1,35 @@
-"""Rule metric_curves: per-layer metrics of every variant of one experiment, one line per
-variant with the spread across prompts (head-mean maps; the summaries of attention_metrics)."""
+"""Rule metric_curves: per-layer metrics of every variant of one experiment (its shot-seed
+replicates pooled), one line per variant with the 95 % interval of the mean (targets resampled;
+head-mean maps of the attention_metrics tables)."""
 
 import pandas as pd
 
-from attnscope import io, plots
+from attnscope import io, metrics, plots
+from attnscope.store import HEAD_MEAN
 
 log = io.setup_script_logging(snakemake.log[0])
 params = snakemake.params
 frames = []
-for variant, path in zip(params.variants, snakemake.input.summaries):
-    summary = pd.read_parquet(path)
-    frames.append(summary[summary["maps"] == "head_mean"].assign(variant=variant))
-summary = pd.concat(frames, ignore_index=True)
+for (variant, experiment), path in zip(params.tables, snakemake.input.metrics):
+    table = pd.read_parquet(path)
+    frames.append(table[table["head"] == HEAD_MEAN].assign(variant=variant, experiment=experiment))
+rows = pd.concat(frames, ignore_index=True)
+variants = list(dict.fromkeys(variant for variant, _ in params.tables))
+summary = pd.concat(
+    [metrics.layer_intervals(rows[rows["variant"] == v], params.metrics).assign(variant=v) for v in variants],
+    ignore_index=True,
+)
 experiment = params.experiment
+seeds = rows["experiment"].nunique()
 title = (
     f"{snakemake.wildcards.model} · {snakemake.wildcards.experiment} ({experiment['category']}, "
-    f"k = {experiment['k']}) · head-mean maps by layer, variants {', '.join(params.variants)}"
+    f"k = {experiment['k']}, {seeds} shot seed{'s' if seeds > 1 else ''}) · head-mean maps by layer, "
+    f"variants {', '.join(variants)}"
 )
-fig = plots.plot_metric_curves(summary, params.metrics, title)
+fig = plots.plot_metric_curves(
+    summary, params.metrics, title, band=("low", "high"), band_label="95 % interval of the mean"
+)
 plots.save_figure(fig, [snakemake.output.png, snakemake.output.svg], params.dpi)
-log.info("metric curves of %d variants × %d metrics", len(params.variants), len(params.metrics))
+log.info(
+    "metric curves of %d variants × %d metrics, %d replicates", len(variants), len(params.metrics), seeds
+)

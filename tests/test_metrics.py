@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy.stats import pearsonr, rankdata, spearmanr
 
-from attnscope import metrics, theory
+from attnscope import metrics, stats, theory
 
 
 def uniform_causal(n: int) -> np.ndarray:
@@ -185,3 +185,24 @@ def test_summary_per_layer_across_prompts():
     assert heads1["n"] == 6 and heads1["mean"] == pytest.approx((12 + 14 + 16 + 22 + 24 + 26) / 6)
     markdown = metrics.summary_markdown(summary, "title")
     assert markdown.startswith("# title") and "3 ± 2" in markdown
+
+
+def test_layer_intervals_pool_replicates_by_target():
+    """Mean and interval per layer and metric: the mean of all rows; two identical shot-seed
+    replicates of each target give the same interval as one (targets are the clusters)."""
+    rng = np.random.default_rng(4)
+    one = pd.DataFrame(
+        [{"layer": layer, "target": f"t{t}", "row_entropy": rng.normal(0.5 + 0.1 * layer, 0.05)}
+         for t in range(20) for layer in range(3)]
+    )  # fmt: skip
+    table = metrics.layer_intervals(one, ["row_entropy"])
+    assert list(table["layer"]) == [0, 1, 2] and (table["n"] == 20).all()
+    for layer, row in table.set_index("layer").iterrows():
+        values = one.loc[one["layer"] == layer, "row_entropy"]
+        direct = stats.cluster_mean_interval(values.to_numpy(), one.loc[one["layer"] == layer, "target"])
+        assert row["mean"] == pytest.approx(values.mean())
+        assert (row["low"], row["high"]) == pytest.approx((direct.low, direct.high))
+        assert row["low"] < row["mean"] < row["high"]
+    twice = metrics.layer_intervals(pd.concat([one, one]), ["row_entropy"])
+    assert (twice["n"] == 40).all()
+    assert np.allclose(twice["high"] - twice["low"], table["high"] - table["low"], rtol=0.1)

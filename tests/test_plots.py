@@ -155,6 +155,13 @@ def test_metric_curves(tmp_path):
     assert fig.axes[0].lines[0].get_color() == plots.variant_color("trained")
     assert len(fig.axes[0].collections) == 2, "one spread band per variant"
     written(fig, tmp_path, "curves")
+    intervals = pd.DataFrame(rows).rename(columns={"q25": "low", "q75": "high"})
+    fig = plots.plot_metric_curves(
+        intervals, ["self_mass"], "curves", band=("low", "high"), band_label="95 % interval of the mean"
+    )
+    band = fig.axes[0].collections[0].get_paths()[0].vertices[:, 1]
+    assert band.min() == pytest.approx(0.4) and band.max() == pytest.approx(0.6)
+    assert "95 % interval" in fig.axes[-1].get_legend().get_title().get_text()
 
 
 def test_squared_singular_values(tmp_path):

@@ -898,13 +898,15 @@ def _measure_all(ev: Evidence, th: Thresholds, bands: Sequence[str | int]) -> li
 
 
 def robustness(ev: Evidence, results: Mapping[Setting, Result]) -> str:
-    """``yes`` when every setting's verdict agrees with the first's, else the ones that differ."""
-    (first, headline), *others = results.items()
-    differ = [
-        f"{s.label()}: {_verdict_on(ev, r.verdict)}" for s, r in others if r.verdict != headline.verdict
-    ]
-    if not others:
+    """``yes`` when every other measured setting's verdict agrees with the first's, else the
+    ones that differ (``–`` with nothing to compare: one setting, or none measured)."""
+    (_, headline), *others = results.items()
+    measured = [(s, r) for s, r in others if r.verdict != NOT_MEASURED]
+    if not measured or headline.verdict == NOT_MEASURED:
         return "–"
+    differ = [
+        f"{s.label()}: {_verdict_on(ev, r.verdict)}" for s, r in measured if r.verdict != headline.verdict
+    ]
     return "yes" if not differ else "no (" + "; ".join(differ) + ")"
 
 

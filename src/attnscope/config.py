@@ -70,6 +70,14 @@ class Plan:
     map_figures: dict[tuple[str, str, str, str], str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # likely typos in target words, skipped figures
 
+    def replicates(self, group: str) -> list[str]:
+        """The experiments of a config experiment's shot-seed replicates (itself first)."""
+        return [name for name, e in self.experiments.items() if e.replicate_group == group]
+
+    def replicate_groups(self) -> list[str]:
+        """The config's experiment names (each the first of its replicates)."""
+        return list(dict.fromkeys(e.replicate_group for e in self.experiments.values()))
+
 
 def dotted(path: Any) -> str:
     """``['experiments', 'a', 'k']`` → ``experiments.a.k`` (list indices as ``[i]``)."""

@@ -44,6 +44,7 @@ from scipy.stats import rankdata
 from tqdm.auto import tqdm
 
 from attnscope.io import markdown_table
+from attnscope.stats import cluster_mean_interval
 from attnscope.store import GENERATED, HEAD_MEAN, TARGET, open_store, prompt_groups
 from attnscope.theory.rmt import epsilon_rank_of_spectrum as epsilon_rank
 
@@ -279,6 +280,18 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
         ["maps", "layer", "metric"], key=lambda c: c.map(order) if c.name == "metric" else c
     )
     return summary.reset_index(drop=True)
+
+
+def layer_intervals(rows: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
+    """Per layer and metric of head-mean rows (prompts of one or more shot-seed replicates):
+    the mean with its 95 % cluster-bootstrap interval, targets resampled (attnscope.stats)."""
+    out = []
+    for (layer, metric), values in rows.melt(id_vars=["layer", "target"], value_vars=list(names)).groupby(
+        ["layer", "variable"], sort=True
+    ):
+        interval = cluster_mean_interval(values["value"].to_numpy(), values["target"].to_numpy())
+        out.append((layer, metric, interval.estimate, interval.low, interval.high, interval.n))
+    return pd.DataFrame(out, columns=["layer", "metric", "mean", "low", "high", "n"])
 
 
 def summary_markdown(summary: pd.DataFrame, title: str) -> str:

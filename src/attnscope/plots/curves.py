@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 import matplotlib as mpl
@@ -31,9 +32,11 @@ def plot_metric_curves(
     metrics: Sequence[str],
     title: str,
     band: tuple[str, str] = ("q25", "q75"),
+    band_label: str = "25th–75th percentile across prompts",
 ) -> Figure:
     """Per-layer metrics of the head-mean maps, one line per variant (its mean over
-    prompts) with a band of the spread across prompts (default: 25th–75th percentile).
+    prompts) with a band (default: the 25th–75th percentile across prompts; the metric-curves
+    rule draws the mean's 95 % interval).
 
     ``summary`` has columns variant, layer, metric, mean and the two band columns (one
     row per variant × layer × metric, e.g. :func:`attnscope.metrics.summarize` rows with
@@ -57,7 +60,7 @@ def plot_metric_curves(
             ax.set_title(METRIC_LABELS.get(metric, metric))
             ax.grid(alpha=0.3)
         axes[-1].legend(
-            title=f"variant\n(band: {band[0]}–{band[1]}\nacross prompts)",
+            title="variant\n" + textwrap.fill(f"(band: {band_label})", 24),
             frameon=False,
             loc="upper left",
             bbox_to_anchor=(1.02, 1),
