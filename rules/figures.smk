@@ -149,18 +149,23 @@ SPECTRA_FIGURES = {
 THEORY_FIGURES = {"mp_density": "2.4 Marchenko–Pastur", "slerp_kl": "5.1 SLERP–KL"}
 
 
+RANDOM_SEEDS = [v for v in PLAN.spectra_variants if attnscope_variants.parse(v).kind == "random"]
+"""Every random-init variant whose spectra are taken: the band the learned spectra are drawn against."""
+
+
 rule spectra_figures:
     input:
         trained=f"{SPECTRA}/trained.parquet",
         trained_sv=f"{SPECTRA}/trained.zarr",
         trained_alignment=f"{SPECTRA}/trained_alignment.parquet",
         random=f"{SPECTRA}/{PLAN.random_variant}.parquet",
-        random_sv=f"{SPECTRA}/{PLAN.random_variant}.zarr",
         random_alignment=f"{SPECTRA}/{PLAN.random_variant}_alignment.parquet",
+        seeds_sv=[f"{SPECTRA}/{v}.zarr" for v in RANDOM_SEEDS],
     output:
         **figure_set_outputs("results/figures/{model}", SPECTRA_FIGURES, "Weight spectra"),
     params:
         random_variant=PLAN.random_variant,
+        random_seeds=RANDOM_SEEDS,
         dpi=lambda wc: config["figures"]["dpi"],
     log:
         "results/logs/spectra_figures/{model}.log",

@@ -10,9 +10,14 @@ log = io.setup_script_logging(snakemake.log[0])
 inp, out, params = snakemake.input, snakemake.output, snakemake.params
 model, random_variant = snakemake.wildcards.model, params.random_variant
 
+
+def squared(path: str) -> dict:
+    return {m: sv**2 for m, sv in spectra.read_singular_values(path).items()}
+
+
 figures = plots.spectra_figures(
-    trained={m: sv**2 for m, sv in spectra.read_singular_values(inp.trained_sv).items()},
-    random={m: sv**2 for m, sv in spectra.read_singular_values(inp.random_sv).items()},
+    trained=squared(inp.trained_sv),
+    randoms={variant: squared(path) for variant, path in zip(params.random_seeds, inp.seeds_sv)},
     edges=pd.read_parquet(inp.trained).groupby("matrix")["lambda_plus"].first().to_dict(),
     alignment={
         "trained": pd.read_parquet(inp.trained_alignment),
@@ -24,4 +29,4 @@ figures = plots.spectra_figures(
 )
 for name, fig in figures.items():
     plots.save_figure(fig, [out[f"{name}_png"], out[f"{name}_svg"]], params.dpi)
-log.info("spectra figures of %s (trained vs %s)", model, random_variant)
+log.info("spectra figures of %s (trained vs %s)", model, ", ".join(params.random_seeds))

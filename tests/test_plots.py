@@ -181,6 +181,12 @@ def test_squared_singular_values(tmp_path):
     legend = [t.get_text() for t in panels[0].get_legend().get_texts()]
     assert legend == ["random-s0", r"MP edge $\lambda_+$"]
     assert fig.axes[-1].get_ylabel() == "layer", "colour bar of the layers"
+    # The random seeds' band: from the smallest to the largest σᵢ² of every seed and layer.
+    band = panels[0].collections[0].get_paths()[0].vertices[:, 1]
+    assert band.min() == pytest.approx((learned["q"] / 2).min()) and band.max() == pytest.approx(
+        (learned["q"] / 2).max()
+    )
+    assert len(panels[1].collections) == 0, "no band without a reference"
     written(fig, tmp_path, "spectra")
 
 

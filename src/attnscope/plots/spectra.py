@@ -25,7 +25,8 @@ def plot_squared_singular_values(
     """Squared singular values σᵢ² (descending) of one matrix type per panel, one line per
     layer coloured by layer, against the Marchenko–Pastur bulk edge λ₊ of a random matrix
     of the same shape and init std (thesis fig. A.19–A.21). ``sigma2[matrix]`` is
-    [layer, i]; ``reference`` (e.g. the random-init model) is drawn in grey behind."""
+    [layer, i]; ``reference`` [seed × layer, i] (the random-init models) is drawn in grey
+    behind as the band of its rows: the range over every layer of every init seed."""
     matrices = list(sigma2)
     with mpl.rc_context(STYLE):
         width = 4.0 * len(matrices) + 0.8
@@ -38,10 +39,9 @@ def plot_squared_singular_values(
             if reference is not None and matrix in reference:
                 ref = np.asarray(reference[matrix])
                 index = np.arange(1, ref.shape[1] + 1)
-                for layer, row in enumerate(ref):
-                    ax.plot(
-                        index, row, color="#b0b0b0", lw=0.7, label=reference_label if layer == 0 else None
-                    )
+                ax.fill_between(
+                    index, ref.min(axis=0), ref.max(axis=0), color="#c8c8c8", lw=0, label=reference_label
+                )
             values = np.asarray(sigma2[matrix])
             index = np.arange(1, values.shape[1] + 1)
             for layer, row in enumerate(values):
@@ -108,7 +108,7 @@ def plot_base_alignment(alignment: Mapping[str, pd.DataFrame], title: str) -> Fi
 
 def spectra_figures(
     trained: Mapping[str, np.ndarray],
-    random: Mapping[str, np.ndarray],
+    randoms: Mapping[str, Mapping[str, np.ndarray]],
     edges: Mapping[str, float],
     alignment: Mapping[str, pd.DataFrame],
     model: str,
@@ -116,14 +116,19 @@ def spectra_figures(
     notes: Sequence[str],
 ) -> dict[str, Figure]:
     """The four spectra figures of a model, by file name: squared singular values at random init
-    (thesis fig. A.19), learned attention (A.20) and MLP (A.21) matrices against random init,
-    and the base alignment (A.22). ``trained``/``random`` map a matrix type to its σ² [layer, i]."""
+    (thesis fig. A.19, ``random_variant``), learned attention (A.20) and MLP (A.21) matrices
+    against the band of every random init seed, and the base alignment (A.22). ``trained`` and
+    each of ``randoms`` (variant → its matrices) map a matrix type to its σ² [layer, i]."""
     from attnscope.spectra import ATTENTION_TYPES, MLP_TYPES  # here: plots imports without torch
 
     def pick(values: Mapping[str, np.ndarray], matrices: Sequence[str]) -> dict[str, np.ndarray]:
         return {m: values[m] for m in matrices if m in values}
 
     note = f" ({'; '.join(notes)})" if notes else ""
+    random = randoms[random_variant]
+    band = {m: np.concatenate([np.asarray(r[m]) for r in randoms.values()]) for m in random}
+    seeds = f"{len(randoms)} init seed{'s' if len(randoms) > 1 else ''}"
+    band_label = f"random init ({seeds} × layers: range)"
     return {
         "spectra_random": plot_squared_singular_values(
             pick(random, ATTENTION_TYPES + MLP_TYPES),
@@ -135,18 +140,18 @@ def spectra_figures(
         "spectra_attention": plot_squared_singular_values(
             pick(trained, ATTENTION_TYPES),
             edges,
-            f"{model} · trained vs {random_variant}: attention weights W_q, W_k, W_v, W_o "
+            f"{model} · trained vs random init ({seeds}): attention weights W_q, W_k, W_v, W_o "
             f"(thesis fig. A.20){note}",
-            reference=pick(random, ATTENTION_TYPES),
-            reference_label=random_variant,
+            reference=pick(band, ATTENTION_TYPES),
+            reference_label=band_label,
         ),
         "spectra_mlp": plot_squared_singular_values(
             pick(trained, MLP_TYPES),
             edges,
-            f"{model} · trained vs {random_variant}: MLP weights W_gate, W_up, W_down "
+            f"{model} · trained vs random init ({seeds}): MLP weights W_gate, W_up, W_down "
             f"(thesis fig. A.21){note}",
-            reference=pick(random, MLP_TYPES),
-            reference_label=random_variant,
+            reference=pick(band, MLP_TYPES),
+            reference_label=band_label,
         ),
         "base_alignment": plot_base_alignment(
             alignment, f"{model}: base alignment Tr(W_qᵀW_k) against random init (thesis fig. A.22){note}"
