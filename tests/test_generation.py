@@ -37,17 +37,38 @@ def test_batched_equals_sequential(spread_llama, batch_size, share_prefix):
     assert len({len(p) for p in ids}) > 2, "prompts of different lengths need padding"
     assert generation.shared_prefix_length(ids) > 20, "the chat template and instruction are shared"
     ids = [np.asarray(p) for p in ids] if share_prefix else ids  # as read from the prompt table
-    batched = generation.generate(
+    # With "g" as the end marker the random model's clues end at different steps (2 to 12), so
+    # rows leave early and, at batch size 3, the next prompts join the running ones.
+    end_marker = "g" if batch_size == 3 else generation.END_MARK
+    calls = []  # (rows, new tokens) of each model call
+    handle = model.register_forward_pre_hook(
+        lambda module, args, kwargs: calls.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True
+    )
+    try:
+        batched = generation.generate(
+            model,
+            tokenizer,
+            ids,
+            max_new_tokens=12,
+            batch_size=batch_size,
+            progress=False,
+            share_prefix=share_prefix,
+            end_marker=end_marker,
+        )
+    finally:
+        handle.remove()
+    if batch_size == 3:  # prompts joined running ones: a prefill, then a step with more rows than it
+        joined = [(a, b) for a, b in zip(calls, calls[1:]) if a[1] > 1 and b[1] == 1 and b[0] > a[0]]
+        assert joined, calls
+    sequential = generation.generate(
         model,
         tokenizer,
         ids,
         max_new_tokens=12,
-        batch_size=batch_size,
+        batch_size=1,
         progress=False,
-        share_prefix=share_prefix,
-    )
-    sequential = generation.generate(
-        model, tokenizer, ids, max_new_tokens=12, batch_size=1, progress=False, share_prefix=False
+        share_prefix=False,
+        end_marker=end_marker,
     )
     assert [g.generated_ids for g in batched] == [g.generated_ids for g in sequential]
     assert [g.stop_reason for g in batched] == [g.stop_reason for g in sequential]

@@ -2,9 +2,10 @@
 
 All prompts of an experiment begin with the same tokens (chat template, instruction,
 acknowledgement): the KV cache of that shared prefix is computed once and copied into
-every batch. Behind it, each batch's own tokens are grouped by length (little padding)
-and padded on the left of the suffix; finished rows leave the batch and the KV cache at
-once. Greedy decoding gives the same tokens as one prompt at a time without a prefix.
+every group of prompts prefilled behind it. The groups are taken by length (little
+padding) and padded on the left of their own tokens; finished rows leave the batch and the
+KV cache at once, and the next group joins when half the rows are free. Greedy decoding
+gives the same tokens as one prompt at a time without a prefix.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sacrebleu
 import torch
 from tqdm.auto import tqdm
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.cache_utils import DynamicLayer
 
 from attnscope.data import answer_in_clue
 from attnscope.prompts import END_MARK, table_format
@@ -137,65 +139,59 @@ def _stop_reason(stop_token: bool, end_marker_seen: bool, budget_spent: bool) ->
     return MAX_NEW_TOKENS if budget_spent else None
 
 
-@torch.inference_mode()
-def generate_batch(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    prompts: Sequence[Sequence[int]],
-    max_new_tokens: int,
-    end_marker: str | None = END_MARK,
-    prefix: Prefix | None = None,
-    clean_up: str = "attnscope",
-) -> list[Generation]:
-    """Greedy-decode prompts until the end marker, end of turn or ``max_new_tokens``.
+@dataclass
+class _Rows:
+    """Prompts decoding together: their prompt indices, KV cache, the mask over the cache and
+    the next input, the next input ids and their positions (one row each)."""
 
-    Every prompt must begin with ``prefix.ids``; the rest is left-padded behind the
-    prefix: [prefix | pad … pad | own tokens], the pads masked, positions counted without them.
-    """
-    device = model.device
-    stop_ids = stop_token_ids(model, tokenizer)
-    step_ids, mask, positions = _left_padded(
-        prompts, len(prefix.ids) if prefix else 0, tokenizer.pad_token_id, device
-    )
-    cache = _batch_cache(prefix, len(prompts))
-    active = list(range(len(prompts)))
-    generated: list[list[int]] = [[] for _ in prompts]
-    results: list[Generation | None] = [None] * len(prompts)
-    start = time.perf_counter()
-    for step in range(max_new_tokens):
-        logits = model(
-            input_ids=step_ids,
-            attention_mask=mask,
-            position_ids=positions,
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=1,
-        ).logits[:, -1]
-        next_ids = logits.argmax(-1).tolist()
-        keep = []
-        for row, (index, token) in enumerate(zip(active, next_ids)):
-            generated[index].append(token)
-            text = tokenizer.decode(generated[index], skip_special_tokens=True)
-            reason = _stop_reason(
-                token in stop_ids, end_marker is not None and end_marker in text, step + 1 == max_new_tokens
-            )
-            if reason is None:
-                keep.append(row)
-            else:
-                clue, elapsed = postprocess(text, end_marker, clean_up), time.perf_counter() - start
-                results[index] = Generation(generated[index], text, clue, reason, elapsed)
-        if not keep:
-            break
+    index: list[int]
+    cache: DynamicCache
+    mask: torch.Tensor
+    step_ids: torch.Tensor
+    positions: torch.Tensor
+
+    def select(self, keep: list[int], next_ids: list[int]) -> None:
+        """Keep the rows ``keep``, each fed its next token."""
+        device = self.mask.device
         rows = torch.tensor(keep, device=device)
-        if len(keep) < len(active):
-            cache.batch_select_indices(rows)
-        active = [active[r] for r in keep]
-        step_ids = torch.tensor([[next_ids[r]] for r in keep], device=device)
-        mask = torch.cat([mask[rows], torch.ones(len(keep), 1, dtype=mask.dtype, device=device)], dim=1)
-        positions = positions[rows, -1:] + 1
-    return [r for r in results if r is not None]
+        if len(keep) < len(self.index):
+            self.cache.batch_select_indices(rows)
+        self.index = [self.index[r] for r in keep]
+        self.step_ids = torch.tensor([[next_ids[r]] for r in keep], device=device)
+        ones = torch.ones(len(keep), 1, dtype=self.mask.dtype, device=device)
+        self.mask = torch.cat([self.mask[rows], ones], dim=1)
+        self.positions = self.positions[rows, -1:] + 1
+
+    def extend(self, other: _Rows) -> None:
+        """Take ``other``'s rows in (both ready for a one-token step): the shorter cache is padded
+        on the left with masked zeros, so every row keeps its own positions and keys."""
+        width = max(self.mask.shape[1], other.mask.shape[1])  # cached tokens + the next input
+
+        def left_padded(t: torch.Tensor, dim: int, length: int) -> torch.Tensor:
+            shape = list(t.shape)
+            shape[dim] = length - t.shape[dim]
+            return torch.cat([t.new_zeros(shape), t], dim=dim)
+
+        for mine, theirs in zip(self.cache.layers, other.cache.layers):
+            mine.keys = torch.cat(
+                [left_padded(mine.keys, 2, width - 1), left_padded(theirs.keys, 2, width - 1)]
+            )
+            mine.values = torch.cat(
+                [left_padded(mine.values, 2, width - 1), left_padded(theirs.values, 2, width - 1)]
+            )
+        self.mask = torch.cat([left_padded(self.mask, 1, width), left_padded(other.mask, 1, width)])
+        self.index += other.index
+        self.step_ids = torch.cat([self.step_ids, other.step_ids])
+        self.positions = torch.cat([self.positions, other.positions])
 
 
+def _mergeable(cache: DynamicCache) -> bool:
+    """Whether rows of different cache lengths can share this cache (plain growing layers; a
+    sliding window's layers keep their own offsets)."""
+    return all(type(layer) is DynamicLayer for layer in cache.layers)
+
+
+@torch.inference_mode()
 def generate(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -206,31 +202,78 @@ def generate(
     end_marker: str | None = END_MARK,
     share_prefix: bool = True,
     clean_up: str = "attnscope",
+    join: bool = True,
 ) -> list[Generation]:
-    """Greedy generations for ``prompts`` in input order, batched by length.
+    """Greedy generations for ``prompts`` in input order, until the end marker, end of turn or
+    ``max_new_tokens``: at most ``batch_size`` prompts decode together, taken in order of length.
 
-    ``share_prefix``: prefill the prompts' common prefix once (same tokens as without);
-    ``clean_up``: how the clue is cut from the text (:data:`CLEAN_UPS`).
+    ``share_prefix``: prefill the prompts' common prefix once (same tokens as without). Each
+    group of prompts is prefilled behind it, left-padded: [prefix | pad … pad | own tokens],
+    the pads masked, positions counted without them. Finished prompts leave the batch at once;
+    when half of its rows are free, the next prompts are prefilled and join the running ones
+    (their caches padded to one length), so long clues do not decode with an almost empty
+    batch (``join=False``: the next group waits until the batch is empty, the earlier route, kept
+    for the benchmark). ``clean_up``: how the clue is cut from the text (:data:`CLEAN_UPS`).
     """
-    results: list[Generation | None] = [None] * len(prompts)
+    device = model.device
+    stop_ids = stop_token_ids(model, tokenizer)
     prefix = prefill_prefix(model, prompts[0][: shared_prefix_length(prompts)]) if share_prefix else None
-    batches = length_batches([len(p) for p in prompts], batch_size)
+    shared = len(prefix.ids) if prefix else 0
+    pending = [i for batch in length_batches([len(p) for p in prompts], batch_size) for i in batch]
+    generated: list[list[int]] = [[] for _ in prompts]
+    started = [0.0] * len(prompts)
+    results: list[Generation | None] = [None] * len(prompts)
+    running: _Rows | None = None
     with tqdm(total=len(prompts), desc="generate", unit="prompt", disable=not progress) as bar:
-        for batch in batches:
-            for index, result in zip(
-                batch,
-                generate_batch(
-                    model,
-                    tokenizer,
-                    [prompts[i] for i in batch],
-                    max_new_tokens,
-                    end_marker,
-                    prefix,
-                    clean_up,
-                ),
-            ):
-                results[index] = result
-            bar.update(len(batch))
+        while pending or running is not None:
+            free = batch_size - (len(running.index) if running else 0)
+            admit = running is None or (
+                join and free >= max(1, batch_size // 2) and _mergeable(running.cache)
+            )
+            if pending and admit:
+                group, pending = pending[:free], pending[free:]
+                step_ids, mask, positions = _left_padded(
+                    [prompts[i] for i in group], shared, tokenizer.pad_token_id, device
+                )
+                rows = _Rows(group, _batch_cache(prefix, len(group)), mask, step_ids, positions)
+                for i in group:
+                    started[i] = time.perf_counter()
+            else:
+                rows = running
+                running = None
+            logits = model(
+                input_ids=rows.step_ids,
+                attention_mask=rows.mask,
+                position_ids=rows.positions,
+                past_key_values=rows.cache,
+                use_cache=True,
+                logits_to_keep=1,
+            ).logits[:, -1]
+            next_ids = logits.argmax(-1).tolist()
+            keep = []
+            for row, (index, token) in enumerate(zip(rows.index, next_ids)):
+                generated[index].append(token)
+                text = tokenizer.decode(generated[index], skip_special_tokens=True)
+                reason = _stop_reason(
+                    token in stop_ids,
+                    end_marker is not None and end_marker in text,
+                    len(generated[index]) == max_new_tokens,
+                )
+                if reason is None:
+                    keep.append(row)
+                else:
+                    clue, elapsed = (
+                        postprocess(text, end_marker, clean_up),
+                        time.perf_counter() - started[index],
+                    )
+                    results[index] = Generation(generated[index], text, clue, reason, elapsed)
+                    bar.update()
+            if keep:
+                rows.select(keep, next_ids)
+                if running is None:
+                    running = rows
+                else:
+                    running.extend(rows)
     return [r for r in results if r is not None]
 
 
