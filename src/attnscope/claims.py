@@ -476,7 +476,9 @@ def _alpha_up_self(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
     moved = paired_table(ev.choices, name, MASS_PARTS, setting.choice)
     deltas = np.nanmean(moved.values, axis=0).reshape(len(MASS_PARTS), moved.num_layers).mean(axis=1)
     rest = -np.nansum(deltas)
-    where = ", ".join(f"{part.removesuffix('_mass')} {d:+.3g}" for part, d in zip(MASS_PARTS, deltas))
+    where = ", ".join(
+        f"{part.removesuffix('_mass')} {d:+.3g}" for part, d in zip(MASS_PARTS, deltas) if not np.isnan(d)
+    )
     verdict = result.verdict
     if level.high < th.predominant:
         verdict = CONTRADICTED
