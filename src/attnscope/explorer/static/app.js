@@ -85,7 +85,7 @@ async function prompt(store, group) {
 
 // The maps are drawn into a canvas (one ImageData pixel per cell through a 256-colour table, then
 // scaled): plotly's SVG heatmap took seconds on a 1024 × 1024 map and its WebGL heatmapgl is gone.
-const MARGIN = { left: 78, right: 52, top: 22, bottom: 78 };
+const MARGIN = { left: 78, right: 60, top: 22, bottom: 78 };
 const FONT = 9; // px: tick labels; only every ceil(FONT / cell)-th label is drawn
 
 function packed(table) {
