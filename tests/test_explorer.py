@@ -373,8 +373,8 @@ def test_the_page_shows_the_stored_values_and_reads_only_the_chunks_it_shows(two
         # a new prompt: its map, its cosine, its metric curves (first opened: metadata reads too)
         reads = page.view("prompt", lambda: page.select("prompt", "001"))
         assert reads["chunk"] == 3, reads
-        assert page.view("layer", lambda: page.select("layer", "1"))["chunk"] == 2  # the map + the curves
-        assert page.view("head", lambda: page.select("head", "2"))["chunk"] == 2
+        assert page.view("layer", lambda: page.select("layer", "1"))["chunk"] == 1  # the map (curves kept)
+        assert page.view("head", lambda: page.select("head", "2"))["chunk"] == 2  # the map + its curves
         prompt = stores["trained"]["001"]
         keep = plotted(prompt)
         stored = prompt["attn"][1, 2][np.ix_(keep, keep)]
@@ -390,13 +390,13 @@ def test_the_page_shows_the_stored_values_and_reads_only_the_chunks_it_shows(two
         assert page.pixel(0, 0, 5)[0] == [round(255 * c) for c in mpl.colors.to_rgb(MASK_COLOR)]  # masked
 
         reads = page.view("word", lambda: page.select("level", "word"))
-        assert reads["chunk"] == 2, reads
+        assert reads["chunk"] == 1, reads  # the head mean's curves: kept from the prompt's view
         hovered = page.hover(0, 4, 2)
         assert float(hovered["value"]) == float(np.float32(prompt["word_attn_sum"][1][4, 2]))
 
         box = driver.find_element("css selector", "#variants input[data-variant='qkscale-a2']")
         reads = page.view("variants", box.click)
-        assert reads["chunk"] == 2 + 1, reads  # both variants' maps (trained's again) + the curves
+        assert reads["chunk"] == 2, reads  # both variants' maps (trained's again)
         hovered = page.hover(1, 6, 1)
         assert hovered["panel"] == "qkscale-a2"
         assert float(hovered["value"]) == float(
@@ -404,7 +404,7 @@ def test_the_page_shows_the_stored_values_and_reads_only_the_chunks_it_shows(two
         )
 
         reads = page.view("difference", driver.find_element("id", "diff").click)
-        assert reads["chunk"] == 1 + 2 + 1, reads  # trained; both for the difference; curves
+        assert reads["chunk"] == 1 + 2, reads  # trained; both for the difference
         hovered = page.hover(1, 6, 2)
         variant_words, trained_words = (
             stores[v]["001"]["word_attn_sum"][1] for v in ("qkscale-a2", "trained")

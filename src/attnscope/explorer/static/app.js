@@ -3,7 +3,7 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { index: null, prompts: new Map(), cosine: new Map(), renders: 0, timings: [] };
+const state = { index: null, prompts: new Map(), cosine: new Map(), curves: new Map(), renders: 0, timings: [] };
 
 async function getJSON(url) {
   const response = await fetch(url);
@@ -77,10 +77,8 @@ function onExperiment() {
   render();
 }
 
-async function prompt(store, group) {
-  const key = store + "|" + group;
-  if (!state.prompts.has(key)) state.prompts.set(key, await getJSON(`/api/prompt?store=${store}&group=${group}`));
-  return state.prompts.get(key);
+function prompt(store, group) {
+  return cached(state.prompts, store + "|" + group, () => getJSON(`/api/prompt?store=${store}&group=${group}`));
 }
 
 // The maps are drawn into a canvas (one ImageData pixel per cell through a 256-colour table, then
@@ -268,8 +266,17 @@ function panelDiv(index) {
   return div;
 }
 
-async function renderCurves(store, group, head) {
-  const curves = await getJSON(`/api/metrics?store=${store}&group=${group}&head=${head}`);
+function cached(cache, key, load) {
+  // one request per key: the promise is kept (dropped again if it fails)
+  if (!cache.has(key)) cache.set(key, load().catch((error) => (cache.delete(key), Promise.reject(error))));
+  return cache.get(key);
+}
+
+function drawCurves(curves, head) {
+  const layer = Number($("layer").value);
+  const div = $("curves");
+  const marker = [{ type: "line", x0: layer, x1: layer, yref: "paper", y0: 0, y1: 1, line: { color: "#888", dash: "dot" } }];
+  if (div.curves === curves) return Plotly.relayout(div, { shapes: marker }); // a layer switch: the line only
   const layers = curves.values.map((_, l) => l);
   const traces = curves.metrics.map((name, i) => ({
     type: "scatter",
@@ -279,16 +286,15 @@ async function renderCurves(store, group, head) {
     y: curves.values.map((row) => row[i]),
     visible: i < 4 ? true : "legendonly",
   }));
-  const layer = Number($("layer").value);
-  const div = $("curves");
   const existed = div.classList.contains("js-plotly-plot");
   Plotly.react(div, traces, {
     title: { text: `metrics per layer (${head < 0 ? "head mean" : "head " + head}); click a layer`, font: { size: 12 } },
     margin: { l: 40, r: 10, t: 30, b: 40 },
     xaxis: { title: "layer" },
-    shapes: [{ type: "line", x0: layer, x1: layer, yref: "paper", y0: 0, y1: 1, line: { color: "#888", dash: "dot" } }],
+    shapes: marker,
     legend: { font: { size: 9 } },
   });
+  div.curves = curves;
   if (!existed) {
     div.on("plotly_click", (event) => {
       $("layer").value = String(event.points[0].x);
@@ -308,6 +314,20 @@ async function render() {
   const diff = $("diff").checked;
   const base = baseStore();
   try {
+    // the side panels of the first variant (cosine: one per prompt; curves: one per head), meanwhile
+    const first = stores[0];
+    const side = first
+      ? Promise.all([
+          cached(state.cosine, first + "|" + group, () =>
+            getMap({ store: first, group, level: "cosine", layer: 0, head: state.index.head_mean })
+          ),
+          cached(state.curves, `${first}|${group}|${head}`, () =>
+            getJSON(`/api/metrics?store=${first}&group=${group}&head=${head}`)
+          ),
+          prompt(first, group),
+        ])
+      : null;
+    side?.catch(() => {}); // reported below, once the maps are drawn
     const panels = await Promise.all(
       stores.map(async (store) => {
         const minus = diff && base && store !== base ? base : "";
@@ -337,16 +357,14 @@ async function render() {
       heatmap(div, `${what}, layer ${layer}, ${head < 0 ? "head mean" : "head " + head}`, p.map, p.axis, scale);
     });
     while ($("maps").children.length > panels.length) $("maps").lastChild.remove();
-    if (stores.length) {
-      const key = stores[0] + "|" + group;
-      if (!state.cosine.has(key)) {
-        state.cosine.set(key, await getMap({ store: stores[0], group, level: "cosine", layer: 0, head: state.index.head_mean }));
+    if (side) {
+      const [cosineMap, curves, labels] = await side;
+      if ($("cosine").explorer?.map !== cosineMap) {
+        $("cosine").dataset.panel = "cosine";
+        const cosine = colorScale(-1, 1, "diverging", false);
+        heatmap($("cosine"), "input-embedding cosine", cosineMap, labels.axes.cosine, cosine);
       }
-      const labels = await prompt(stores[0], group);
-      $("cosine").dataset.panel = "cosine";
-      const cosine = colorScale(-1, 1, "diverging", false);
-      heatmap($("cosine"), "input-embedding cosine", state.cosine.get(key), labels.axes.cosine, cosine);
-      await renderCurves(stores[0], group, head);
+      await drawCurves(curves, head);
     }
   } catch (error) {
     showProblem(String(error.message || error));
