@@ -293,7 +293,7 @@ function drawCurves(curves, head) {
     xaxis: { title: "layer" },
     shapes: marker,
     legend: { font: { size: 9 } },
-  });
+  }, { displaylogo: false, displayModeBar: false });
   div.curves = curves;
   if (!existed) {
     div.on("plotly_click", (event) => {
