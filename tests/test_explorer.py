@@ -432,9 +432,16 @@ def test_the_page_shows_the_stored_values_and_reads_only_the_chunks_it_shows(two
         httpd.server_close()
 
 
-def test_the_page_says_what_is_wrong_with_the_results_folder(results, tmp_path):
+@pytest.mark.parametrize(
+    ("folder", "messages"),
+    [
+        ("bad", ["still being written", f"store version {store.STORE_VERSION - 1}"]),
+        ("empty", ["no attention stores", "snakemake --cores 2 attention"]),
+    ],
+)
+def test_the_page_says_what_is_wrong_with_the_results_folder(results, tmp_path, folder, messages):
     driver = browser()
-    explorer = Explorer(old_and_partial(results, tmp_path))
+    explorer = Explorer(old_and_partial(results, tmp_path) if folder == "bad" else tmp_path / "empty")
     httpd = make_server(explorer, port=0)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
@@ -444,8 +451,8 @@ def test_the_page_says_what_is_wrong_with_the_results_folder(results, tmp_path):
         status = driver.find_element("id", "status")
         WebDriverWait(driver, 30).until(lambda _: status.get_attribute("data-ready") == "none")
         text = driver.find_element("id", "problems").text
-        assert "still being written" in text and f"store version {store.STORE_VERSION - 1}" in text, text
-        driver.save_screenshot(str(tmp_path / "explorer-bad-input.png"))
+        assert all(message in text for message in messages), text
+        driver.save_screenshot(str(tmp_path / f"explorer-{folder}-input.png"))
     finally:
         driver.quit()
         httpd.shutdown()
