@@ -221,7 +221,7 @@ def measure(results: Path, browser: bool, store_id: str | None = None) -> dict:
 def page_timings(base: str, entry: dict, group: str, heads: bool) -> dict:
     """The page's own time per view (requests, decode, canvas draw, metric curves), over alternating
     layer and head switches (layers only where ``group`` keeps no per-head maps) of ``entry``'s
-    prompt ``group`` in headless Chromium (``explorerState.timings``)."""
+    prompt ``group`` in headless Chromium (``explorerState.timings``); the page's JS heap after them."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -254,11 +254,13 @@ def page_timings(base: str, entry: dict, group: str, heads: bool) -> dict:
         problems = driver.find_element("id", "problems").text
         assert problems == known, problems  # no view failed
         timings = driver.execute_script("return window.explorerState.timings;")[before:]
+        heap = driver.execute_script("return performance.memory.usedJSHeapSize;")  # Chromium's
     finally:
         driver.quit()
     return {
         "page_view_p50_ms": round(float(np.percentile(timings, 50)), 1),
         "page_view_p95_ms": round(float(np.percentile(timings, 95)), 1),
+        "page_js_heap_mib": round(heap / 2**20, 1),
     }
 
 
