@@ -3,6 +3,7 @@
     python benchmarks/bench_explorer.py --results results            # a finished run's stores
     python benchmarks/bench_explorer.py --synthetic /tmp/mistral-shape  # + a Mistral-7B-shaped store
     python benchmarks/bench_explorer.py --results results --browser  # + the page's own time per view
+    python benchmarks/bench_explorer.py --results results --store smollm2/trained/animals-k8 --browser
 
 The server runs as its own process (``python -m attnscope.explorer explore``), as a user starts
 it; "first map" is from its start to the first map's bytes (index, prompt labels, map). A switch
@@ -153,9 +154,9 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
-def measure(results: Path, browser: bool) -> dict:
-    """Start the server on ``results``; time the first map, then layer/head switches of the first
-    store's prompt that keeps heads."""
+def measure(results: Path, browser: bool, store_id: str | None = None) -> dict:
+    """Start the server on ``results``; time the first map, then layer/head switches of the store
+    ``store_id`` (the first one if None): its first prompt that keeps per-head maps."""
     started = time.perf_counter()
     server = subprocess.Popen(
         [sys.executable, "-m", "attnscope.explorer", "explore", str(results), "--port", "0"],
@@ -166,12 +167,14 @@ def measure(results: Path, browser: bool) -> dict:
     try:
         base = server.stdout.readline().rsplit(" ", 1)[-1].strip().rstrip("/")
         index = json.loads(get(f"{base}/api/index"))
-        entry = index["stores"][0]
-        prompts = {
-            p["group"]: json.loads(get(f"{base}/api/prompt?store={entry['id']}&group={p['group']}"))
-            for p in entry["prompts"][:1]
-        }
-        group = next(iter(prompts))
+        entry = next(s for s in index["stores"] if store_id in (None, s["id"]))
+        prompts = {}
+        for p in entry["prompts"]:
+            prompts[p["group"]] = json.loads(get(f"{base}/api/prompt?store={entry['id']}&group={p['group']}"))
+            if prompts[p["group"]]["keep_heads"]:
+                break
+        group = next(g for g in prompts if prompts[g]["keep_heads"]) if prompts else None
+        group = group or entry["prompts"][0]["group"]
         get(f"{base}/api/map?store={entry['id']}&group={group}&level=token&layer=0&head=-1")
         first_map = time.perf_counter() - started
         layers, heads = entry["num_layers"], entry["num_heads"]
@@ -207,7 +210,7 @@ def measure(results: Path, browser: bool) -> dict:
             "server_rss_mib": round(rss_mib(server.pid), 1),
         }
         if browser:
-            figures.update(page_timings(base))
+            figures.update(page_timings(base, entry, group, prompts[group]["keep_heads"]))
             figures["server_rss_mib_after_page"] = round(rss_mib(server.pid), 1)
         return figures
     finally:
@@ -215,9 +218,10 @@ def measure(results: Path, browser: bool) -> dict:
         server.wait(timeout=30)
 
 
-def page_timings(base: str) -> dict:
-    """The page's own time per view (request, decode, plotly draw), over alternating layer and head
-    switches in headless Chromium (``explorerState.timings``)."""
+def page_timings(base: str, entry: dict, group: str, heads: bool) -> dict:
+    """The page's own time per view (requests, decode, canvas draw, metric curves), over alternating
+    layer and head switches (layers only where ``group`` keeps no per-head maps) of ``entry``'s
+    prompt ``group`` in headless Chromium (``explorerState.timings``); the page's JS heap after them."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -227,19 +231,36 @@ def page_timings(base: str) -> dict:
     try:
         driver.get(base + "/")
         status = driver.find_element("id", "status")
-        WebDriverWait(driver, 60).until(lambda _: status.get_attribute("data-ready") == "1")
+        WebDriverWait(driver, 60).until(lambda _: status.get_attribute("data-ready") != "0")
+        for name, value in [
+            ("model", entry["model"]),
+            ("experiment", entry["experiment"]),
+            ("prompt", group),
+        ]:
+            ready = status.get_attribute("data-ready")
+            chosen = Select(driver.find_element("id", name))
+            if chosen.first_selected_option.get_attribute("value") != value:
+                chosen.select_by_value(value)
+                WebDriverWait(driver, 60).until(lambda _, r=ready: status.get_attribute("data-ready") != r)
+        before = len(driver.execute_script("return window.explorerState.timings;"))
+        known = driver.find_element("id", "problems").text
         layer, head = Select(driver.find_element("id", "layer")), Select(driver.find_element("id", "head"))
-        for s in range(1, SWITCHES + 1):
-            chosen = layer if s % 2 else head
+        for s in range(SWITCHES):
+            chosen = layer if s % 2 == 0 or not heads else head
             current = chosen.options.index(chosen.first_selected_option)
             chosen.select_by_index((current + 1) % len(chosen.options))
-            WebDriverWait(driver, 60).until(lambda _, s=s: status.get_attribute("data-ready") == str(s + 1))
-        timings = driver.execute_script("return window.explorerState.timings;")[1:]
+            done = str(before + s + 1)
+            WebDriverWait(driver, 60).until(lambda _, d=done: status.get_attribute("data-ready") == d)
+        problems = driver.find_element("id", "problems").text
+        assert problems == known, problems  # no view failed
+        timings = driver.execute_script("return window.explorerState.timings;")[before:]
+        heap = driver.execute_script("return performance.memory.usedJSHeapSize;")  # Chromium's
     finally:
         driver.quit()
     return {
         "page_view_p50_ms": round(float(np.percentile(timings, 50)), 1),
         "page_view_p95_ms": round(float(np.percentile(timings, 95)), 1),
+        "page_js_heap_mib": round(heap / 2**20, 1),
     }
 
 
@@ -249,10 +270,11 @@ def main() -> None:
     parser.add_argument(
         "--synthetic", type=Path, help="where to write (once) and time the Mistral-shaped store"
     )
+    parser.add_argument("--store", help="the store of --results to time (model/variant/experiment)")
     parser.add_argument("--browser", action="store_true", help="also time the page in headless Chromium")
     args = parser.parse_args()
     if args.results:
-        print(json.dumps(measure(args.results, args.browser)), flush=True)
+        print(json.dumps(measure(args.results, args.browser, args.store)), flush=True)
     if args.synthetic:
         t0 = time.perf_counter()
         write_synthetic(args.synthetic)

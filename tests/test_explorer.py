@@ -14,12 +14,14 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import matplotlib as mpl
 import numpy as np
 import pytest
 import zarr
 
 from attnscope import attention, store, variants
 from attnscope.explorer import Explorer, make_server
+from attnscope.plots.maps import ATTENTION_CMAP, MASK_COLOR
 from tests.test_attention import clue_table, prompt_table
 
 MODEL, EXPERIMENT = "tiny-mistral", "animals-k3"
@@ -313,27 +315,44 @@ class Page:
 
         Select(self.driver.find_element("id", element)).select_by_value(value)
 
-    def hover(self, panel: int, query: int, key: int) -> dict[str, str]:
-        """Hover a cell of the ``panel``-th map through plotly's own hover (with a target, as a mouse
-        event has, so that plotly emits plotly_hover and the page fills #hover)."""
-        from selenium.webdriver.support.ui import WebDriverWait
+    def mouse(self, panel: int, query: int, key: int, click: bool = False) -> None:
+        """Move the mouse (a real pointer event, through chromedriver) to the centre of a cell of
+        the ``panel``-th map, where the page drew it (``explorer.box``: its origin and cell size)."""
+        from selenium.webdriver import ActionChains
 
-        self.driver.execute_script(
+        canvas = self.driver.find_elements("css selector", "#maps .map canvas")[panel]
+        box = self.driver.execute_script(
+            "return document.querySelectorAll('#maps .map')[arguments[0]].explorer.box;", panel
+        )
+        size = canvas.size  # offsets are from the element's centre
+        x = box["x0"] + (key + 0.5) * box["cw"] - size["width"] / 2
+        y = box["y0"] + (query + 0.5) * box["ch"] - size["height"] / 2
+        actions = ActionChains(self.driver).move_to_element_with_offset(canvas, round(x), round(y))
+        (actions.click() if click else actions).perform()
+
+    def hover(self, panel: int, query: int, key: int) -> dict[str, str]:
+        """Hover a cell: the page's hover line (``#hover``'s data) and the colour drawn there."""
+        self.mouse(panel, query, key)
+        hovered = self.driver.execute_script(
+            "return Object.assign({}, document.getElementById('hover').dataset);"
+        )
+        assert (hovered["query"], hovered["key"]) == (str(query), str(key)), hovered
+        return hovered
+
+    def pixel(self, panel: int, query: int, key: int) -> tuple[list[int], dict]:
+        """The RGB drawn at a cell's centre of the ``panel``-th map and the map's colour scale."""
+        return self.driver.execute_script(
             "const div = document.querySelectorAll('#maps .map')[arguments[0]];"
-            " Plotly.Fx.hover(div, {yval: arguments[1], xval: arguments[2], target: div});",
+            " const {box, scale} = div.explorer;"
+            " const x = Math.floor(box.x0 + (arguments[2] + 0.5) * box.cw);"
+            " const y = Math.floor(box.y0 + (arguments[1] + 0.5) * box.ch);"
+            " const rgb = Array.from(div.querySelector('canvas').getContext('2d')"
+            ".getImageData(x, y, 1, 1).data).slice(0, 3);"
+            " return [rgb, {zmin: scale.zmin, zmax: scale.zmax}];",
             panel,
             query,
             key,
         )
-        script = "return Object.assign({}, document.getElementById('hover').dataset);"
-        # plotly throttles hover events: wait for this one
-        WebDriverWait(self.driver, 10).until(
-            lambda d: (
-                d.execute_script(script)["query"] == str(query)
-                and d.execute_script(script)["key"] == str(key)
-            )
-        )
-        return self.driver.execute_script(script)
 
 
 @pytest.mark.integration
@@ -354,8 +373,8 @@ def test_the_page_shows_the_stored_values_and_reads_only_the_chunks_it_shows(two
         # a new prompt: its map, its cosine, its metric curves (first opened: metadata reads too)
         reads = page.view("prompt", lambda: page.select("prompt", "001"))
         assert reads["chunk"] == 3, reads
-        assert page.view("layer", lambda: page.select("layer", "1"))["chunk"] == 2  # the map + the curves
-        assert page.view("head", lambda: page.select("head", "2"))["chunk"] == 2
+        assert page.view("layer", lambda: page.select("layer", "1"))["chunk"] == 1  # the map (curves kept)
+        assert page.view("head", lambda: page.select("head", "2"))["chunk"] == 2  # the map + its curves
         prompt = stores["trained"]["001"]
         keep = plotted(prompt)
         stored = prompt["attn"][1, 2][np.ix_(keep, keep)]
@@ -363,15 +382,21 @@ def test_the_page_shows_the_stored_values_and_reads_only_the_chunks_it_shows(two
             hovered = page.hover(0, query, key)
             assert hovered["panel"] == "trained"
             assert float(hovered["value"]) == float(np.float32(stored[query, key])), (query, key, hovered)
+            # the colour drawn there is matplotlib's colormap of the figures at that value (one step of 256)
+            rgb, scale = page.pixel(0, query, key)
+            share = (float(stored[query, key]) - scale["zmin"]) / (scale["zmax"] - scale["zmin"])
+            expected = mpl.colormaps[ATTENTION_CMAP](share, bytes=True)[:3]
+            assert np.abs(np.subtract(rgb, expected, dtype=int)).max() <= 4, (rgb, expected)
+        assert page.pixel(0, 0, 5)[0] == [round(255 * c) for c in mpl.colors.to_rgb(MASK_COLOR)]  # masked
 
         reads = page.view("word", lambda: page.select("level", "word"))
-        assert reads["chunk"] == 2, reads
+        assert reads["chunk"] == 1, reads  # the head mean's curves: kept from the prompt's view
         hovered = page.hover(0, 4, 2)
         assert float(hovered["value"]) == float(np.float32(prompt["word_attn_sum"][1][4, 2]))
 
         box = driver.find_element("css selector", "#variants input[data-variant='qkscale-a2']")
         reads = page.view("variants", box.click)
-        assert reads["chunk"] == 2 + 1, reads  # both variants' maps (trained's again) + the curves
+        assert reads["chunk"] == 2, reads  # both variants' maps (trained's again)
         hovered = page.hover(1, 6, 1)
         assert hovered["panel"] == "qkscale-a2"
         assert float(hovered["value"]) == float(
@@ -379,8 +404,8 @@ def test_the_page_shows_the_stored_values_and_reads_only_the_chunks_it_shows(two
         )
 
         reads = page.view("difference", driver.find_element("id", "diff").click)
-        assert reads["chunk"] == 1 + 2 + 1, reads  # trained; both for the difference; curves
-        hovered = page.hover(1, 6, 2)  # another cell: plotly emits no event for the same point
+        assert reads["chunk"] == 1 + 2, reads  # trained; both for the difference
+        hovered = page.hover(1, 6, 2)
         variant_words, trained_words = (
             stores[v]["001"]["word_attn_sum"][1] for v in ("qkscale-a2", "trained")
         )
@@ -388,10 +413,7 @@ def test_the_page_shows_the_stored_values_and_reads_only_the_chunks_it_shows(two
         assert hovered["panel"] == "qkscale-a2-minus-trained", hovered
         assert float(hovered["value"]) == float(difference)
 
-        driver.execute_script(
-            "const div = document.querySelector('#maps .map');"
-            " div.emit('plotly_click', {points: [{pointNumber: [7, 0]}]});"
-        )
+        page.mouse(0, 7, 0, click=True)
         spans = driver.find_elements("css selector", "#textview span.tok")
         word_row = np.float32(prompt["word_attn_sum"][1][7])
         assert [float(s.get_attribute("data-value")) for s in spans] == [float(v) for v in word_row]
@@ -410,9 +432,16 @@ def test_the_page_shows_the_stored_values_and_reads_only_the_chunks_it_shows(two
         httpd.server_close()
 
 
-def test_the_page_says_what_is_wrong_with_the_results_folder(results, tmp_path):
+@pytest.mark.parametrize(
+    ("folder", "messages"),
+    [
+        ("bad", ["still being written", f"store version {store.STORE_VERSION - 1}"]),
+        ("empty", ["no attention stores", "snakemake --cores 2 attention"]),
+    ],
+)
+def test_the_page_says_what_is_wrong_with_the_results_folder(results, tmp_path, folder, messages):
     driver = browser()
-    explorer = Explorer(old_and_partial(results, tmp_path))
+    explorer = Explorer(old_and_partial(results, tmp_path) if folder == "bad" else tmp_path / "empty")
     httpd = make_server(explorer, port=0)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
@@ -422,8 +451,8 @@ def test_the_page_says_what_is_wrong_with_the_results_folder(results, tmp_path):
         status = driver.find_element("id", "status")
         WebDriverWait(driver, 30).until(lambda _: status.get_attribute("data-ready") == "none")
         text = driver.find_element("id", "problems").text
-        assert "still being written" in text and f"store version {store.STORE_VERSION - 1}" in text, text
-        driver.save_screenshot(str(tmp_path / "explorer-bad-input.png"))
+        assert all(message in text for message in messages), text
+        driver.save_screenshot(str(tmp_path / f"explorer-{folder}-input.png"))
     finally:
         driver.quit()
         httpd.shutdown()

@@ -30,6 +30,7 @@ from zarr.abc.store import SuffixByteRequest
 
 from attnscope import mapdata
 from attnscope.plots import MapAxis
+from attnscope.plots.maps import ATTENTION_CMAP, BOUNDARY_COLOR, COSINE_CMAP, MASK_COLOR
 from attnscope.store import GENERATED, HEAD_MEAN, STORE_VERSION
 
 log = logging.getLogger("attnscope")
@@ -182,6 +183,7 @@ class Explorer:
             "levels": list(LEVELS),
             "color_max": self.color_max,
             "head_mean": HEAD_MEAN,
+            "colors": colors(),
         }
 
     def stats(self, reset: bool = False) -> dict[str, int]:
@@ -295,6 +297,23 @@ class Explorer:
             "metrics": list(entry.attrs["metrics"]),
             "values": [[None if np.isnan(v) else float(v) for v in row] for row in values],
         }
+
+
+@cache
+def colors() -> dict[str, Any]:
+    """The figures' colours for the page's canvas maps: 256-entry RGB tables of their colormaps
+    (attention; cosine and differences), the masked triangle and the boundary lines."""
+    import matplotlib as mpl
+
+    def table(name: str) -> list[list[int]]:
+        return mpl.colormaps[name](np.linspace(0, 1, 256), bytes=True)[:, :3].tolist()
+
+    return {
+        "attention": table(ATTENTION_CMAP),
+        "diverging": table(COSINE_CMAP),
+        "mask": MASK_COLOR,
+        "boundary": BOUNDARY_COLOR,
+    }
 
 
 def _static(name: str) -> bytes:

@@ -1,9 +1,9 @@
-// attnscope explorer: fetches one map per panel from the server (/api/map) and draws it with plotly.js.
+// attnscope explorer: fetches one map per panel from the server (/api/map) and draws it into a canvas;
+// the metric curves are plotly.js line charts.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { index: null, prompts: new Map(), cosine: new Map(), renders: 0, timings: [] };
-const BOUNDARY = { color: "#222", width: 1.2 };
+const state = { index: null, prompts: new Map(), cosine: new Map(), curves: new Map(), renders: 0, timings: [] };
 
 async function getJSON(url) {
   const response = await fetch(url);
@@ -77,77 +77,162 @@ function onExperiment() {
   render();
 }
 
-async function prompt(store, group) {
-  const key = store + "|" + group;
-  if (!state.prompts.has(key)) state.prompts.set(key, await getJSON(`/api/prompt?store=${store}&group=${group}`));
-  return state.prompts.get(key);
+function prompt(store, group) {
+  return cached(state.prompts, store + "|" + group, () => getJSON(`/api/prompt?store=${store}&group=${group}`));
 }
 
-function rows(map, causal) {
-  const z = [];
-  for (let q = 0; q < map.n; q++) {
-    const row = Array.from(map.data.subarray(q * map.m, (q + 1) * map.m));
-    if (causal) for (let k = q + 1; k < map.m; k++) row[k] = null; // the non-causal upper triangle: grey
-    z.push(row);
+// The maps are drawn into a canvas (one ImageData pixel per cell through a 256-colour table, then
+// scaled): plotly's SVG heatmap took seconds on a 1024 × 1024 map and its WebGL heatmapgl is gone.
+const MARGIN = { left: 78, right: 60, top: 22, bottom: 78 };
+const FONT = 9; // px: tick labels; only every ceil(FONT / cell)-th label is drawn
+
+function packed(table) {
+  // 256 RGB rows -> one little-endian RGBA word per entry (ImageData's byte order)
+  return Uint32Array.from(table, ([r, g, b]) => (255 << 24) | (b << 16) | (g << 8) | r);
+}
+
+function cssColor(hex) {
+  const v = Number.parseInt(hex.slice(1), 16);
+  return packed([[(v >> 16) & 255, (v >> 8) & 255, v & 255]])[0];
+}
+
+function cellImage(map, scale) {
+  const { n, m, data } = map;
+  const image = new ImageData(m, n);
+  const pixels = new Uint32Array(image.data.buffer);
+  const lut = scale.lut;
+  const mask = cssColor(state.index.colors.mask);
+  const factor = 255 / (scale.zmax - scale.zmin || 1);
+  for (let q = 0; q < n; q++) {
+    const last = scale.causal ? Math.min(q, m - 1) : m - 1;
+    const row = q * m;
+    for (let k = 0; k <= last; k++) {
+      const v = data[row + k];
+      const i = Math.round((v - scale.zmin) * factor);
+      pixels[row + k] = Number.isNaN(v) ? mask : lut[i < 0 ? 0 : i > 255 ? 255 : i];
+    }
+    pixels.fill(mask, row + last + 1, row + m); // the non-causal upper triangle
   }
-  return z;
+  const cells = document.createElement("canvas");
+  [cells.width, cells.height] = [m, n];
+  cells.getContext("2d").putImageData(image, 0, 0);
+  return cells;
 }
 
-function boundaryShapes(axis, n) {
-  return axis.boundaries
-    .filter((p) => p < n)
-    .flatMap((p) => [
-      { type: "line", x0: p - 0.5, x1: p - 0.5, y0: -0.5, y1: n - 0.5, line: BOUNDARY },
-      { type: "line", y0: p - 0.5, y1: p - 0.5, x0: -0.5, x1: n - 0.5, line: BOUNDARY },
-    ]);
+function ticks(ctx, labels, count, cell, place) {
+  const step = Math.max(1, Math.ceil((FONT + 1) / cell));
+  for (let i = 0; i < count; i += step) place(String(labels[i] ?? i).slice(0, 12), i);
 }
 
 function heatmap(div, title, map, axis, scale) {
-  const n = map.n;
-  const ticks = { tickvals: [...Array(n).keys()], ticktext: axis.labels.slice(0, n), tickfont: { size: 8 } };
-  const trace = {
-    type: "heatmap",
-    z: rows(map, scale.causal),
-    zmin: scale.zmin,
-    zmax: scale.zmax,
-    colorscale: scale.colorscale,
-    hovertemplate: "%{z:.4g}<extra></extra>",
-  };
-  const layout = {
-    title: { text: title, font: { size: 12 } },
-    margin: { l: 80, r: 10, t: 30, b: 80 },
-    xaxis: { ...ticks, title: "key", constrain: "domain" },
-    yaxis: { ...ticks, title: "query", autorange: "reversed", scaleanchor: "x" },
-    plot_bgcolor: "#bbb",
-    shapes: boundaryShapes(axis, n),
-  };
-  const existed = div.classList.contains("js-plotly-plot");
-  if (existed) Plotly.Fx.unhover(div); // a label of the previous view would stay on the new one
-  Plotly.react(div, [trace], layout, { displaylogo: false, responsive: false });
-  if (!existed) {
-    div.on("plotly_hover", (event) => onHover(div, event));
-    div.on("plotly_click", (event) => onClick(div, event));
+  let canvas = div.querySelector("canvas");
+  if (!canvas) {
+    div.append((canvas = document.createElement("canvas")));
+    const tip = Object.assign(document.createElement("div"), { className: "tip" });
+    const cell = Object.assign(document.createElement("div"), { className: "cell" });
+    div.append(tip, cell);
+    canvas.addEventListener("mousemove", (event) => onHover(div, event));
+    canvas.addEventListener("mouseleave", () => hideHover(div));
+    canvas.addEventListener("click", (event) => {
+      const at = cellAt(div, event);
+      if (at) onClick(div, at[0]);
+    });
   }
-  div.explorer = { map, axis };
+  hideHover(div); // a label of the previous view would stay on the new one
+  const [width, height] = [div.clientWidth, div.clientHeight];
+  const ratio = window.devicePixelRatio || 1;
+  [canvas.width, canvas.height] = [width * ratio, height * ratio];
+  Object.assign(canvas.style, { width: width + "px", height: height + "px" });
+  const ctx = canvas.getContext("2d");
+  ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+  ctx.clearRect(0, 0, width, height);
+  const { n, m } = map;
+  const side = Math.min(width - MARGIN.left - MARGIN.right, height - MARGIN.top - MARGIN.bottom);
+  const box = { x0: MARGIN.left, y0: MARGIN.top, cw: side / m, ch: side / n, side };
+  ctx.imageSmoothingEnabled = false;
+  ctx.drawImage(cellImage(map, scale), box.x0, box.y0, side, side);
+  // boundaries: before the first token of each shot, the target and the generated clue
+  ctx.strokeStyle = state.index.colors.boundary;
+  ctx.lineWidth = 1.2;
+  ctx.beginPath();
+  for (const p of axis.boundaries) {
+    if (p < m) ctx.moveTo(box.x0 + p * box.cw, box.y0), ctx.lineTo(box.x0 + p * box.cw, box.y0 + side);
+    if (p < n) ctx.moveTo(box.x0, box.y0 + p * box.ch), ctx.lineTo(box.x0 + side, box.y0 + p * box.ch);
+  }
+  ctx.stroke();
+  ctx.fillStyle = "#222";
+  ctx.font = `${FONT}px sans-serif`;
+  ctx.textAlign = "right";
+  ctx.textBaseline = "middle";
+  ticks(ctx, axis.labels, n, box.ch, (text, i) => ctx.fillText(text, box.x0 - 3, box.y0 + (i + 0.5) * box.ch));
+  ticks(ctx, axis.labels, m, box.cw, (text, i) => {
+    ctx.save();
+    ctx.translate(box.x0 + (i + 0.5) * box.cw, box.y0 + side + 3);
+    ctx.rotate(-Math.PI / 2);
+    ctx.fillText(text, 0, 0);
+    ctx.restore();
+  });
+  // colour bar
+  const bar = { x: box.x0 + side + 8, w: 10 };
+  for (let y = 0; y < side; y++) {
+    const [r, g, b] = scale.table[Math.round(255 * (1 - y / (side - 1)))];
+    ctx.fillStyle = `rgb(${r},${g},${b})`;
+    ctx.fillRect(bar.x, box.y0 + y, bar.w, 1.5);
+  }
+  ctx.fillStyle = "#222";
+  ctx.textAlign = "left";
+  ctx.fillText(scale.zmax.toPrecision(3), bar.x + bar.w + 2, box.y0 + 4);
+  ctx.fillText(scale.zmin.toPrecision(3), bar.x + bar.w + 2, box.y0 + side - 4);
+  ctx.font = "12px sans-serif";
+  ctx.textAlign = "center";
+  ctx.fillText(title, box.x0 + side / 2, MARGIN.top / 2);
+  div.explorer = { map, axis, box, scale };
+}
+
+function cellAt(div, event) {
+  // [query, key] under the mouse, or null outside the cells or in the masked triangle
+  const { map, box, scale } = div.explorer;
+  const rect = div.querySelector("canvas").getBoundingClientRect();
+  const k = Math.floor((event.clientX - rect.left - box.x0) / box.cw);
+  const q = Math.floor((event.clientY - rect.top - box.y0) / box.ch);
+  if (q < 0 || k < 0 || q >= map.n || k >= map.m || (scale.causal && k > q)) return null;
+  return [q, k];
+}
+
+function hideHover(div) {
+  for (const name of [".tip", ".cell"]) div.querySelector(name).style.display = "none";
 }
 
 function onHover(div, event) {
-  const point = event.points[0];
-  const [q, k] = point.pointNumber;
-  const { axis } = div.explorer;
+  const at = cellAt(div, event);
+  if (!at) return hideHover(div);
+  const [q, k] = at;
+  const { map, axis, box } = div.explorer;
+  const value = map.data[q * map.m + k];
   Object.assign($("hover").dataset, {
     panel: div.dataset.panel,
     query: q,
     key: k,
-    value: String(point.z),
+    value: String(value),
     queryLabel: axis.labels[q],
     keyLabel: axis.labels[k],
   });
-  $("hover").textContent = `${div.dataset.panel}: query ${q} ${JSON.stringify(axis.labels[q])} -> key ${k} ${JSON.stringify(axis.labels[k])}: ${point.z}`;
+  const text = `query ${q} ${JSON.stringify(axis.labels[q])} -> key ${k} ${JSON.stringify(axis.labels[k])}: ${value.toPrecision(4)}`;
+  $("hover").textContent = `${div.dataset.panel}: ${text}`;
+  const [x, y] = [box.x0 + k * box.cw, box.y0 + q * box.ch];
+  Object.assign(div.querySelector(".cell").style, {
+    display: "block",
+    left: x + "px",
+    top: y + "px",
+    width: Math.max(box.cw, 3) + "px",
+    height: Math.max(box.ch, 3) + "px",
+  });
+  const tip = div.querySelector(".tip");
+  tip.textContent = text;
+  Object.assign(tip.style, { display: "block", left: Math.min(x + 12, box.x0 + box.side / 2) + "px", top: y + 12 + "px" });
 }
 
-function onClick(div, event) {
-  const q = event.points[0].pointNumber[0];
+function onClick(div, q) {
   const { map, axis } = div.explorer;
   const row = map.data.subarray(q * map.m, (q + 1) * map.m);
   const top = Math.max(...row.slice(0, q + 1).map(Math.abs)) || 1;
@@ -166,6 +251,11 @@ function onClick(div, event) {
   $("textview").replaceChildren(heading, ...spans);
 }
 
+function colorScale(zmin, zmax, name, causal) {
+  const table = state.index.colors[name];
+  return { zmin, zmax, table, lut: packed(table), causal };
+}
+
 function panelDiv(index) {
   let div = $("maps").children[index];
   if (!div) {
@@ -176,8 +266,17 @@ function panelDiv(index) {
   return div;
 }
 
-async function renderCurves(store, group, head) {
-  const curves = await getJSON(`/api/metrics?store=${store}&group=${group}&head=${head}`);
+function cached(cache, key, load) {
+  // one request per key: the promise is kept (dropped again if it fails)
+  if (!cache.has(key)) cache.set(key, load().catch((error) => (cache.delete(key), Promise.reject(error))));
+  return cache.get(key);
+}
+
+function drawCurves(curves, head) {
+  const layer = Number($("layer").value);
+  const div = $("curves");
+  const marker = [{ type: "line", x0: layer, x1: layer, yref: "paper", y0: 0, y1: 1, line: { color: "#888", dash: "dot" } }];
+  if (div.curves === curves) return Plotly.relayout(div, { shapes: marker }); // a layer switch: the line only
   const layers = curves.values.map((_, l) => l);
   const traces = curves.metrics.map((name, i) => ({
     type: "scatter",
@@ -187,16 +286,15 @@ async function renderCurves(store, group, head) {
     y: curves.values.map((row) => row[i]),
     visible: i < 4 ? true : "legendonly",
   }));
-  const layer = Number($("layer").value);
-  const div = $("curves");
   const existed = div.classList.contains("js-plotly-plot");
   Plotly.react(div, traces, {
     title: { text: `metrics per layer (${head < 0 ? "head mean" : "head " + head}); click a layer`, font: { size: 12 } },
     margin: { l: 40, r: 10, t: 30, b: 40 },
     xaxis: { title: "layer" },
-    shapes: [{ type: "line", x0: layer, x1: layer, yref: "paper", y0: 0, y1: 1, line: { color: "#888", dash: "dot" } }],
+    shapes: marker,
     legend: { font: { size: 9 } },
-  });
+  }, { displaylogo: false, displayModeBar: false });
+  div.curves = curves;
   if (!existed) {
     div.on("plotly_click", (event) => {
       $("layer").value = String(event.points[0].x);
@@ -216,6 +314,20 @@ async function render() {
   const diff = $("diff").checked;
   const base = baseStore();
   try {
+    // the side panels of the first variant (cosine: one per prompt; curves: one per head), meanwhile
+    const first = stores[0];
+    const side = first
+      ? Promise.all([
+          cached(state.cosine, first + "|" + group, () =>
+            getMap({ store: first, group, level: "cosine", layer: 0, head: state.index.head_mean })
+          ),
+          cached(state.curves, `${first}|${group}|${head}`, () =>
+            getJSON(`/api/metrics?store=${first}&group=${group}&head=${head}`)
+          ),
+          prompt(first, group),
+        ])
+      : null;
+    side?.catch(() => {}); // reported below, once the maps are drawn
     const panels = await Promise.all(
       stores.map(async (store) => {
         const minus = diff && base && store !== base ? base : "";
@@ -239,26 +351,20 @@ async function render() {
       div.dataset.panel = p.minus ? `${variant}-minus-trained` : variant;
       div.dataset.store = p.store;
       const scale = p.minus
-        ? { zmin: -spread, zmax: spread, colorscale: "RdBu", causal: true }
-        : { zmin: 0, zmax: top, colorscale: "Viridis", causal: true };
+        ? colorScale(-spread, spread, "diverging", true)
+        : colorScale(0, top, "attention", true);
       const what = p.minus ? `${variant} − trained` : variant;
       heatmap(div, `${what}, layer ${layer}, ${head < 0 ? "head mean" : "head " + head}`, p.map, p.axis, scale);
     });
-    while ($("maps").children.length > panels.length) {
-      Plotly.purge($("maps").lastChild);
-      $("maps").lastChild.remove();
-    }
-    if (stores.length) {
-      const key = stores[0] + "|" + group;
-      if (!state.cosine.has(key)) {
-        state.cosine.set(key, await getMap({ store: stores[0], group, level: "cosine", layer: 0, head: state.index.head_mean }));
+    while ($("maps").children.length > panels.length) $("maps").lastChild.remove();
+    if (side) {
+      const [cosineMap, curves, labels] = await side;
+      if ($("cosine").explorer?.map !== cosineMap) {
+        $("cosine").dataset.panel = "cosine";
+        const cosine = colorScale(-1, 1, "diverging", false);
+        heatmap($("cosine"), "input-embedding cosine", cosineMap, labels.axes.cosine, cosine);
       }
-      const labels = await prompt(stores[0], group);
-      $("cosine").dataset.panel = "cosine";
-      heatmap($("cosine"), "input-embedding cosine", state.cosine.get(key), labels.axes.cosine, {
-        zmin: -1, zmax: 1, colorscale: "RdBu", causal: false,
-      });
-      await renderCurves(stores[0], group, head);
+      await drawCurves(curves, head);
     }
   } catch (error) {
     showProblem(String(error.message || error));
