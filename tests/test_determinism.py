@@ -114,8 +114,9 @@ def rerun_with(workdir: Path, change: Callable[[dict], None], *args: str) -> Non
 
 
 def stage(path: str) -> str:
-    """The stage of an artifact: its folder (or name) under results/, e.g. prompts, claims."""
-    return path.split("/")[1].split(".")[0]
+    """The stage of an artifact: its folder (or name) under results/, e.g. prompts, claims
+    (claims.parquet and claims_sensitivity.parquet)."""
+    return path.split("/")[1].split(".")[0].removesuffix("_sensitivity")
 
 
 def assert_digests_follow_bytes(
