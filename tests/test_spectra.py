@@ -14,7 +14,7 @@ from scipy import stats
 from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
 from transformers.models.llama.modeling_llama import repeat_kv
 
-from attnscope import circuits, io, spectra
+from attnscope import circuits, io, shape, spectra
 
 
 def tiny_llama(seed: int = 0, tied: bool = False, layers: int = 2, **overrides) -> LlamaForCausalLM:
@@ -97,17 +97,20 @@ def test_pure_noise_reaches_the_edge_and_planted_spikes_are_counted():
     rng = np.random.default_rng(1)
     noise = rng.normal(0.0, s, size=(n, m))
     edge = spectra.mp_edge(n, m, s)
-    noise_stats = spectra.spectrum_stats(np.linalg.svd(noise, compute_uv=False) ** 2, n, m, s)
+    shuffled = shape.shuffled_evals(noise, np.random.default_rng(0))
+    noise_stats = spectra.spectrum_stats(np.linalg.svd(noise, compute_uv=False) ** 2, n, m, s, shuffled)
     assert noise_stats["lambda_max"] == pytest.approx(edge, rel=0.03)
-    assert noise_stats["num_spikes"] <= 2
+    assert noise_stats["num_spikes_init"] <= 2
+    assert noise_stats["num_spikes"] == 0
     assert noise_stats["sum_sigma2"] == pytest.approx(n * m * s**2, rel=0.01)
     u, _ = np.linalg.qr(rng.normal(size=(n, planted)))
     v, _ = np.linalg.qr(rng.normal(size=(m, planted)))
     strengths = np.sqrt(edge) * np.linspace(2.0, 4.0, planted)
     spiked = noise + (u * strengths) @ v.T
     sigma2 = spectra.sigma2_groups([spectra.WeightGroup("w", (0,), (torch.from_numpy(spiked),))])["w"][0]
-    row = spectra.spectrum_stats(sigma2, n, m, s)
-    assert row["num_spikes"] == planted
+    row = spectra.spectrum_stats(sigma2, n, m, s, shape.shuffled_evals(spiked, np.random.default_rng(0)))
+    assert row["num_spikes_init"] == planted
+    assert row["num_spikes"] == planted  # against the fitted bulk edge
     assert row["lambda_plus"] == pytest.approx(edge)
     assert row["top10_sigma2"][planted] < edge < row["top10_sigma2"][planted - 1]
 
@@ -258,7 +261,7 @@ def fake_spectra(sum_sigma2: dict[str, float], sv_max: dict[str, float], layers:
                     "lambda_max": sv**2,
                     "sv_max": sv,
                     "stable_rank": s / sv**2,
-                    "num_spikes": 0,
+                    "num_spikes_init": 0,
                 }
             )
     return pd.DataFrame(rows)

@@ -16,6 +16,20 @@ KDE_BANDWIDTH = 0.1  # WW's mp_fit bandwidth (linear kernel) on the rescaled spe
 KDE_THRESH = 0.01  # WW drops KDE grid points with density below this
 KDE_GRID = 1000
 
+SHAPE_COLUMNS = [
+    "num_spikes",
+    "sigma_mp",
+    "mp_softrank",
+    "alpha",
+    "xmin",
+    "D",
+    "alpha_weighted",
+    "log_alpha_norm",
+    "entropy",
+    "rand_distance",
+    "num_rand_spikes",
+]
+
 
 def _linear_kde(x: np.ndarray, grid: np.ndarray, bw: float) -> np.ndarray:
     """Density of a linear-kernel KDE (sklearn's ``KernelDensity(kernel='linear')``) on ``grid``."""
