@@ -150,7 +150,7 @@ def test_matches_weightwatcher_on_a_tiny_model(tmp_path, monkeypatch):
     model = tiny_llama(layers=1)
     ours = spectra.compute_spectra(model, init_std=0.02, include_embeddings=True, threads=2)
     watcher = weightwatcher.WeightWatcher(model=model)
-    details = watcher.analyze()
+    details = watcher.analyze(mp_fit=True, randomize=True)
     table = ours.table[ours.table["form"] == "raw"].set_index(["matrix", "layer"])
     names = {f"model.layers.0.{blk}.{mod}": (m, 0) for m, (blk, mod) in circuits.MATRIX_MODULES.items()}
     names |= {"model.embed_tokens": ("embed", -1), "lm_head": ("lm_head", 1)}
@@ -164,6 +164,14 @@ def test_matches_weightwatcher_on_a_tiny_model(tmp_path, monkeypatch):
         assert (ours_row.N, ours_row.M) == (row.N, row.M) and ours_row.Q == pytest.approx(row.Q)
         for column in ("lambda_max", "sv_max", "log_norm", "log_spectral_norm", "stable_rank"):
             assert ours_row[column] == pytest.approx(getattr(row, column), rel=1e-9), column
+        # WeightWatcher's shape metrics (attnscope.shape): the fits are deterministic, so equal up to
+        # float noise; entropy differs in the 4th decimal (WW's float32 rank tolerance);
+        # rand_distance compares two different random shuffles (both ≈ 0.01-0.03 for iid weights)
+        for column in ("num_spikes", "sigma_mp", "mp_softrank", "alpha", "xmin", "D", "alpha_weighted"):
+            assert ours_row[column] == pytest.approx(getattr(row, column), rel=1e-6), column
+        assert ours_row["log_alpha_norm"] == pytest.approx(row.log_alpha_norm, rel=1e-6)
+        assert ours_row["entropy"] == pytest.approx(row.entropy, abs=1e-3)
+        assert ours_row["rand_distance"] == pytest.approx(row.rand_distance, abs=0.02)
 
 
 # --- base alignment ----------------------------------------------------------------------
