@@ -92,25 +92,26 @@ def fit_powerlaw(evals: np.ndarray) -> dict[str, float]:
 
     Every distinct eigenvalue but the largest is an xmin candidate; α is the MLE 1 + n / Σ log(x/xmin)
     on the tail, and the xmin with the smallest KS distance D between the tail's empirical CDF and
-    the fitted one wins. Hand-written (one O(n²) numpy pass) because ``powerlaw.Fit`` takes seconds
+    the fitted one wins. Hand-written (one vectorised O(n²) numpy pass) because ``powerlaw.Fit`` takes seconds
     per matrix; tested against it.
     """
     x = np.sort(np.asarray(evals, dtype=np.float64))
     x = x[x > 0]
-    cands = np.unique(x)[:-1]
-    best = (np.inf, np.nan, np.nan)
     logx = np.log(x)
-    for xmin in cands:
-        k = np.searchsorted(x, xmin, side="left")
-        tail = x[k:]
-        nt = tail.size
-        alpha = 1 + nt / (logx[k:].sum() - nt * np.log(xmin))
-        cdf_fit = 1 - (tail / xmin) ** (1 - alpha)
-        cdf_emp = np.arange(nt) / nt
-        d = float(np.max(np.abs(cdf_emp - cdf_fit)))
-        if d < best[0]:
-            best = (d, float(alpha), float(xmin))
-    d, alpha, xmin = best
+    _, first = np.unique(x, return_index=True)
+    ks = first[:-1]  # candidate xmin = x[k]: the first occurrence of each distinct value but the largest
+    suffix = np.cumsum(logx[::-1])[::-1]
+    n_tail = x.size - ks
+    alphas = 1 + n_tail / (suffix[ks] - n_tail * logx[ks])
+    dists = np.empty(ks.size)
+    j = np.arange(x.size)
+    for chunk in np.array_split(np.arange(ks.size), max(1, ks.size * x.size // 2_000_000)):
+        k, a = ks[chunk, None], alphas[chunk, None]
+        cdf_fit = 1 - np.exp((1 - a) * (logx[None, :] - logx[k]))
+        cdf_emp = (j[None, :] - k) / n_tail[chunk, None]
+        dists[chunk] = np.where(j[None, :] >= k, np.abs(cdf_emp - cdf_fit), 0.0).max(axis=1)
+    best = int(np.argmin(dists))
+    d, alpha, xmin = float(dists[best]), float(alphas[best]), float(x[ks[best]])
     return {"alpha": alpha, "xmin": xmin, "D": d}
 
 
