@@ -270,6 +270,9 @@ def fake_spectra(sum_sigma2: dict[str, float], sv_max: dict[str, float], layers:
                     "sv_max": sv,
                     "stable_rank": s / sv**2,
                     "num_spikes_init": 0,
+                    "num_spikes": 0,
+                    "alpha": 4.0,
+                    "rand_distance": 0.02,
                 }
             )
     return pd.DataFrame(rows)

@@ -481,6 +481,9 @@ _MEASURES = {
     "sv_max": "mean σ_max",
     "stable_rank": "mean stable rank",
     "num_spikes_init": "mean spikes above the init λ₊",
+    "num_spikes": "mean spikes above the fitted MP bulk (WW)",
+    "alpha": "mean power-law α of the tail (WW)",
+    "rand_distance": "mean JS distance to the shuffled spectrum (WW)",
 }
 
 
