@@ -43,7 +43,7 @@ log.info("%d matrices in %.2f s", len(result.table), time.perf_counter() - start
 alignment = spectra.base_alignment(loaded.model, init_std)
 qk = circuits.qk_circuits(loaded.model)
 summary = result.table.groupby(["form", "matrix"], sort=False)[
-    ["sum_sigma2", "sum_sigma2_init", "sv_max", "num_spikes"]
+    ["sum_sigma2", "sum_sigma2_init", "sv_max", "num_spikes_init", "num_spikes"]
 ]
 log.info("layer means per matrix type:\n%s", summary.mean().to_string())
 log.info("base alignment z-scores:\n%s", alignment.groupby("scope")["z_score"].describe().to_string())

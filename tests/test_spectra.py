@@ -14,7 +14,7 @@ from scipy import stats
 from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
 from transformers.models.llama.modeling_llama import repeat_kv
 
-from attnscope import circuits, io, spectra
+from attnscope import circuits, io, shape, spectra
 
 
 def tiny_llama(seed: int = 0, tied: bool = False, layers: int = 2, **overrides) -> LlamaForCausalLM:
@@ -97,17 +97,20 @@ def test_pure_noise_reaches_the_edge_and_planted_spikes_are_counted():
     rng = np.random.default_rng(1)
     noise = rng.normal(0.0, s, size=(n, m))
     edge = spectra.mp_edge(n, m, s)
-    noise_stats = spectra.spectrum_stats(np.linalg.svd(noise, compute_uv=False) ** 2, n, m, s)
+    shuffled = shape.shuffled_evals(noise, np.random.default_rng(0))
+    noise_stats = spectra.spectrum_stats(np.linalg.svd(noise, compute_uv=False) ** 2, n, m, s, shuffled)
     assert noise_stats["lambda_max"] == pytest.approx(edge, rel=0.03)
-    assert noise_stats["num_spikes"] <= 2
+    assert noise_stats["num_spikes_init"] <= 2
+    assert noise_stats["num_spikes"] == 0
     assert noise_stats["sum_sigma2"] == pytest.approx(n * m * s**2, rel=0.01)
     u, _ = np.linalg.qr(rng.normal(size=(n, planted)))
     v, _ = np.linalg.qr(rng.normal(size=(m, planted)))
     strengths = np.sqrt(edge) * np.linspace(2.0, 4.0, planted)
     spiked = noise + (u * strengths) @ v.T
     sigma2 = spectra.sigma2_groups([spectra.WeightGroup("w", (0,), (torch.from_numpy(spiked),))])["w"][0]
-    row = spectra.spectrum_stats(sigma2, n, m, s)
-    assert row["num_spikes"] == planted
+    row = spectra.spectrum_stats(sigma2, n, m, s, shape.shuffled_evals(spiked, np.random.default_rng(0)))
+    assert row["num_spikes_init"] == planted
+    assert row["num_spikes"] == planted  # against the fitted bulk edge
     assert row["lambda_plus"] == pytest.approx(edge)
     assert row["top10_sigma2"][planted] < edge < row["top10_sigma2"][planted - 1]
 
@@ -147,7 +150,7 @@ def test_matches_weightwatcher_on_a_tiny_model(tmp_path, monkeypatch):
     model = tiny_llama(layers=1)
     ours = spectra.compute_spectra(model, init_std=0.02, include_embeddings=True, threads=2)
     watcher = weightwatcher.WeightWatcher(model=model)
-    details = watcher.analyze()
+    details = watcher.analyze(mp_fit=True, randomize=True)
     table = ours.table[ours.table["form"] == "raw"].set_index(["matrix", "layer"])
     names = {f"model.layers.0.{blk}.{mod}": (m, 0) for m, (blk, mod) in circuits.MATRIX_MODULES.items()}
     names |= {"model.embed_tokens": ("embed", -1), "lm_head": ("lm_head", 1)}
@@ -161,6 +164,14 @@ def test_matches_weightwatcher_on_a_tiny_model(tmp_path, monkeypatch):
         assert (ours_row.N, ours_row.M) == (row.N, row.M) and ours_row.Q == pytest.approx(row.Q)
         for column in ("lambda_max", "sv_max", "log_norm", "log_spectral_norm", "stable_rank"):
             assert ours_row[column] == pytest.approx(getattr(row, column), rel=1e-9), column
+        # WeightWatcher's shape metrics (attnscope.shape): the fits are deterministic, so equal up to
+        # float noise; entropy differs in the 4th decimal (WW's float32 rank tolerance);
+        # rand_distance compares two different random shuffles (both ≈ 0.01-0.03 for iid weights)
+        for column in ("num_spikes", "sigma_mp", "mp_softrank", "alpha", "xmin", "D", "alpha_weighted"):
+            assert ours_row[column] == pytest.approx(getattr(row, column), rel=1e-6), column
+        assert ours_row["log_alpha_norm"] == pytest.approx(row.log_alpha_norm, rel=1e-6)
+        assert ours_row["entropy"] == pytest.approx(row.entropy, abs=1e-3)
+        assert ours_row["rand_distance"] == pytest.approx(row.rand_distance, abs=0.02)
 
 
 # --- base alignment ----------------------------------------------------------------------
@@ -258,7 +269,10 @@ def fake_spectra(sum_sigma2: dict[str, float], sv_max: dict[str, float], layers:
                     "lambda_max": sv**2,
                     "sv_max": sv,
                     "stable_rank": s / sv**2,
+                    "num_spikes_init": 0,
                     "num_spikes": 0,
+                    "alpha": 4.0,
+                    "rand_distance": 0.02,
                 }
             )
     return pd.DataFrame(rows)

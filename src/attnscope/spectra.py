@@ -34,6 +34,7 @@ from threadpoolctl import threadpool_limits
 from torch import nn
 
 from attnscope.circuits import FORMS, MATRIX_MODULES, NORM_OF, matrix_weight, norm_scale
+from attnscope.shape import SHAPE_COLUMNS, shape_metrics
 from attnscope.theory.rmt import gram, marchenko_pastur_edges
 from attnscope.variants import attention_shape, decoder_layers, kv_head_index
 from attnscope.verdicts import yes_no
@@ -65,10 +66,11 @@ SPECTRA_COLUMNS = [
     "sv_max",
     "top10_sigma2",
     "lambda_plus",
-    "num_spikes",
+    "num_spikes_init",
     "stable_rank",
     "log_norm",
     "log_spectral_norm",
+    *SHAPE_COLUMNS,
 ]
 
 
@@ -246,8 +248,10 @@ def mp_edge(n: int, m: int, init_std: float) -> float:
     return marchenko_pastur_edges(small / big, init_std**2 * big)[1]
 
 
-def spectrum_stats(sigma2: np.ndarray, rows: int, cols: int, init_std: float) -> dict[str, Any]:
-    """The spectra table's columns for one matrix from its σ² (any order)."""
+def spectrum_stats(
+    sigma2: np.ndarray, rows: int, cols: int, init_std: float, rand_sigma2: np.ndarray
+) -> dict[str, Any]:
+    """The spectra table's columns for one matrix from its σ² (any order) and its shuffled copy's."""
     lam = np.sort(np.asarray(sigma2, dtype=np.float64))[::-1]
     big, small = max(rows, cols), min(rows, cols)
     total = float(lam.sum())
@@ -268,15 +272,19 @@ def spectrum_stats(sigma2: np.ndarray, rows: int, cols: int, init_std: float) ->
         "sv_max": math.sqrt(lambda_max),
         "top10_sigma2": lam[:TOP_K].tolist(),
         "lambda_plus": edge,
-        "num_spikes": int((lam > edge).sum()),
+        "num_spikes_init": int((lam > edge).sum()),
         "stable_rank": total / lambda_max,
         "log_norm": math.log10(total),
         "log_spectral_norm": math.log10(lambda_max),
+        **shape_metrics(lam, rows, cols, rand_sigma2),
     }
 
 
 def spectra_table(
-    sigma2: Mapping[str, np.ndarray], groups: Sequence[WeightGroup], init_std: float
+    sigma2: Mapping[str, np.ndarray],
+    groups: Sequence[WeightGroup],
+    init_std: float,
+    rand_sigma2: Mapping[str, np.ndarray],
 ) -> pd.DataFrame:
     """One row per layer × matrix × form (:data:`SPECTRA_COLUMNS`): the raw rows, then the folded
     ones, each ordered by layer, then forward order."""
@@ -284,7 +292,7 @@ def spectra_table(
     for group in groups:
         n_rows, n_cols = group.shape
         for i, layer in enumerate(group.layers):
-            stats = spectrum_stats(sigma2[group.key][i], n_rows, n_cols, init_std)
+            stats = spectrum_stats(sigma2[group.key][i], n_rows, n_cols, init_std, rand_sigma2[group.key][i])
             rows.append({"layer": layer, "matrix": group.matrix, "form": group.form, **stats})
     order = {m: i for i, m in enumerate((EMBEDDING_TYPES[0], *MATRIX_TYPES, EMBEDDING_TYPES[1]))}
     order |= {form: i for i, form in enumerate(FORMS)}
@@ -314,17 +322,39 @@ def compute_spectra(
     threads: int | None = None,
     max_batch_mb: float = 512.0,
     folded: bool = True,
+    seed: int = 0,
 ) -> Spectra:
     """All weight spectra of ``model``, raw and (``folded``) RMSNorm-folded (see
     :func:`sigma2_groups` for the routes)."""
     groups = weight_groups(model, include_embeddings, folded)
     sigma2 = sigma2_groups(groups, method, device, threads, max_batch_mb=max_batch_mb)
+    rand = sigma2_groups(shuffled_groups(groups, seed), method, device, threads, max_batch_mb=max_batch_mb)
     return Spectra(
         sigma2=sigma2,
         layers={g.key: g.layers for g in groups},
         shapes={g.key: g.shape for g in groups},
-        table=spectra_table(sigma2, groups, init_std),
+        table=spectra_table(sigma2, groups, init_std, rand),
     )
+
+
+def shuffled_groups(groups: Sequence[WeightGroup], seed: int) -> list[WeightGroup]:
+    """Every matrix (folded where its group is) with its entries permuted by a generator seeded
+    from ``seed`` and the matrix type: WeightWatcher's randomisation test's input, decomposed by
+    the same route as the weights."""
+    out = []
+    for g in groups:
+        gen = torch.Generator().manual_seed(
+            seed + sum(map(ord, g.matrix))
+        )  # raw and folded: same permutation
+        mats = []
+        for i in range(len(g.weights)):
+            w = g.matrix_at(i)
+            flat = w.reshape(-1)
+            mats.append(flat[torch.randperm(flat.numel(), generator=gen).to(flat.device)].reshape(w.shape))
+        # unit scales keep a folded group's key (its matrices are already folded)
+        ones = None if g.scales is None else tuple(torch.ones(g.shape[1], dtype=torch.float64) for _ in mats)
+        out.append(WeightGroup(matrix=g.matrix, layers=g.layers, weights=tuple(mats), scales=ones))
+    return out
 
 
 def write_singular_values(spectra: Spectra, path: str | os.PathLike, attrs: Mapping[str, Any]) -> None:
@@ -450,7 +480,10 @@ _MEASURES = {
     "lambda_max": "mean σ_max²",
     "sv_max": "mean σ_max",
     "stable_rank": "mean stable rank",
-    "num_spikes": "mean spikes above λ₊",
+    "num_spikes_init": "mean spikes above the init λ₊",
+    "num_spikes": "mean spikes above the fitted MP bulk (WW)",
+    "alpha": "mean power-law α of the tail (WW)",
+    "rand_distance": "mean JS distance to the shuffled spectrum (WW)",
 }
 
 
