@@ -3,7 +3,7 @@
 
 # The `spectra:` keys that decide weight_spectra's outputs (its params, hence its rerun trigger);
 # variants and random_variant only decide which jobs exist.
-SPECTRA_KEYS = ("include_embeddings", "method", "device", "max_batch_mb")
+SPECTRA_KEYS = ("include_embeddings", "method", "device", "max_batch_mb", "randomize", "seed")
 
 
 def spectra_options(wildcards):

@@ -38,6 +38,8 @@ result = spectra.compute_spectra(
     method=method,
     threads=snakemake.threads,
     max_batch_mb=options["max_batch_mb"],
+    randomize=options["randomize"],
+    seed=options["seed"],
 )
 log.info("%d matrices in %.2f s", len(result.table), time.perf_counter() - start)
 alignment = spectra.base_alignment(loaded.model, init_std)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
+from scipy import optimize
 
-from attnscope import shape
+from attnscope import shape, spectra
 
 
 def _evals(w: np.ndarray) -> np.ndarray:
@@ -19,6 +21,29 @@ def _spiked(n: int, m: int, sigma: float, k: int, seed: int = 0) -> np.ndarray:
         u, v = rng.normal(size=n), rng.normal(size=m)
         w += (6 + 2 * i) * sigma * np.sqrt(n) * np.outer(u / np.linalg.norm(u), v / np.linalg.norm(v))
     return w
+
+
+def _shuffled_evals(w: np.ndarray, seed: int) -> np.ndarray:
+    return _evals(spectra.shuffle_entries(torch.from_numpy(w), seed).numpy())
+
+
+@pytest.mark.parametrize(("shape_", "planted"), [((1000, 250), 0), ((1000, 250), 3), ((300, 300), 2)])
+def test_grid_search_equals_scipy_brute(shape_: tuple[int, int], planted: int) -> None:
+    """mp_fit's vectorised grid search + fmin finish is scipy.optimize.brute on WW's resid_mp."""
+    n, m = shape_
+    lam = _evals(_spiked(n, m, 0.05, planted))
+    lam = lam * (lam.size / lam.sum())
+    q = n / m
+    to_fit = np.sqrt(lam) if q == 1 else lam
+    xde = np.linspace(0, to_fit.max() + 0.5, shape.KDE_GRID)
+    yde = shape._linear_kde(to_fit, xde, shape.KDE_BANDWIDTH)
+    xde, yde = xde[yde > shape.KDE_THRESH], yde[yde > shape.KDE_THRESH]
+    s0 = np.sqrt(lam.max() / (1 + 1 / np.sqrt(q)) ** 2)
+    grid = slice(0.05 * s0, 2.0 * s0, 0.01 * s0)
+    reference = optimize.brute(shape._mp_residual, (grid,), args=(xde, yde, q))[0]
+    assert shape.mp_fit(lam, n, m)["sigma_mp"] == pytest.approx(reference, rel=1e-9)
+    scalar = [shape._mp_residual(np.array([s]), xde, yde, q) for s in np.mgrid[grid]]
+    np.testing.assert_allclose(shape._mp_residuals(np.mgrid[grid], xde, yde, q), scalar, rtol=1e-12)
 
 
 @pytest.mark.parametrize("planted", [0, 3])
@@ -64,20 +89,21 @@ def test_heavy_tailed_matrix_alpha() -> None:
 def test_randomization_iid_vs_structured() -> None:
     rng = np.random.default_rng(4)
     iid = rng.normal(size=(400, 200))
-    r_iid = shape.randomization(_evals(iid), shape.shuffled_evals(iid, np.random.default_rng(0)))
+    r_iid = shape.randomization(_evals(iid), _shuffled_evals(iid, 0))
     low = _spiked(400, 200, 0.01, 3)
-    r_low = shape.randomization(_evals(low), shape.shuffled_evals(low, np.random.default_rng(0)))
+    r_low = shape.randomization(_evals(low), _shuffled_evals(low, 0))
     assert r_iid["rand_distance"] < 0.05
     assert r_low["rand_distance"] > 0.2
     assert r_iid["num_rand_spikes"] <= 1
     assert r_low["num_rand_spikes"] >= 3
 
 
-def test_shuffle_is_seeded() -> None:
-    w = np.random.default_rng(5).normal(size=(50, 30))
-    a = shape.shuffled_evals(w, np.random.default_rng(7))
-    b = shape.shuffled_evals(w, np.random.default_rng(7))
-    assert a.tobytes() == b.tobytes()
+def test_shuffle_is_seeded_and_keeps_the_entries() -> None:
+    w = torch.from_numpy(np.random.default_rng(5).normal(size=(50, 30)))
+    a, b = spectra.shuffle_entries(w, 7), spectra.shuffle_entries(w, 7)
+    assert a.shape == w.shape and a.numpy().tobytes() == b.numpy().tobytes()
+    assert not torch.equal(a, w) and not torch.equal(a, spectra.shuffle_entries(w, 8))
+    assert torch.equal(a.reshape(-1).sort().values, w.reshape(-1).sort().values)
 
 
 def test_entropy_bounds() -> None:

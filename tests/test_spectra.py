@@ -14,7 +14,7 @@ from scipy import stats
 from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
 from transformers.models.llama.modeling_llama import repeat_kv
 
-from attnscope import circuits, io, shape, spectra
+from attnscope import circuits, io, models, spectra
 
 
 def tiny_llama(seed: int = 0, tied: bool = False, layers: int = 2, **overrides) -> LlamaForCausalLM:
@@ -63,6 +63,24 @@ def test_sigma2_matches_numpy_svd(method, batched):
             np.testing.assert_allclose(got[group.matrix][i], expected, rtol=rtol, atol=1e-12 * expected[0])
 
 
+@pytest.mark.parametrize("batched", [False, True])
+def test_shuffled_spectra_are_those_of_each_matrix_shuffled_with_its_own_seed(batched):
+    groups = random_groups()
+    got = spectra.sigma2_groups(groups, threads=2, batched=batched, max_batch_mb=0.02, shuffle_seed=3)
+    plain = spectra.sigma2_groups(groups, threads=2)
+    for group in groups:
+        for i, layer in enumerate(group.layers):
+            shuffled = spectra.shuffle_entries(
+                group.weights[i].double(), spectra.entry_seed(3, group.matrix, layer)
+            )
+            expected = np.linalg.svd(shuffled.numpy(), compute_uv=False) ** 2
+            np.testing.assert_allclose(got[group.matrix][i], expected, rtol=1e-9, atol=1e-12 * expected[0])
+            assert got[group.matrix][i].sum() == pytest.approx(plain[group.matrix][i].sum(), rel=1e-12)
+            assert not np.allclose(got[group.matrix][i], plain[group.matrix][i], rtol=1e-3)
+    seeds = {spectra.entry_seed(3, g.matrix, layer) for g in groups for layer in g.layers}
+    assert len(seeds) == 9 and spectra.entry_seed(4, "tall", 0) != spectra.entry_seed(3, "tall", 0)
+
+
 def test_unknown_method_is_an_error():
     with pytest.raises(ValueError, match="spectra.method"):
         spectra.sigma2_groups(random_groups(), method="lanczos")
@@ -92,12 +110,16 @@ def test_mp_edge_formula_and_weightwatcher_normalisation():
     assert spectra.mp_edge(m, n, s) == edge  # orientation does not matter
 
 
+def _shuffled_evals(w: np.ndarray) -> np.ndarray:
+    return np.linalg.svd(spectra.shuffle_entries(torch.from_numpy(w), 0).numpy(), compute_uv=False) ** 2
+
+
 def test_pure_noise_reaches_the_edge_and_planted_spikes_are_counted():
     n, m, s, planted = 2000, 400, 0.05, 5
     rng = np.random.default_rng(1)
     noise = rng.normal(0.0, s, size=(n, m))
     edge = spectra.mp_edge(n, m, s)
-    shuffled = shape.shuffled_evals(noise, np.random.default_rng(0))
+    shuffled = _shuffled_evals(noise)
     noise_stats = spectra.spectrum_stats(np.linalg.svd(noise, compute_uv=False) ** 2, n, m, s, shuffled)
     assert noise_stats["lambda_max"] == pytest.approx(edge, rel=0.03)
     assert noise_stats["num_spikes_init"] <= 2
@@ -108,7 +130,7 @@ def test_pure_noise_reaches_the_edge_and_planted_spikes_are_counted():
     strengths = np.sqrt(edge) * np.linspace(2.0, 4.0, planted)
     spiked = noise + (u * strengths) @ v.T
     sigma2 = spectra.sigma2_groups([spectra.WeightGroup("w", (0,), (torch.from_numpy(spiked),))])["w"][0]
-    row = spectra.spectrum_stats(sigma2, n, m, s, shape.shuffled_evals(spiked, np.random.default_rng(0)))
+    row = spectra.spectrum_stats(sigma2, n, m, s, _shuffled_evals(spiked))
     assert row["num_spikes_init"] == planted
     assert row["num_spikes"] == planted  # against the fitted bulk edge
     assert row["lambda_plus"] == pytest.approx(edge)
@@ -143,23 +165,33 @@ def test_table_columns_follow_their_definitions():
     assert row.sigma2_mean == pytest.approx(frob2 / 64)
 
 
-def test_matches_weightwatcher_on_a_tiny_model(tmp_path, monkeypatch):
+def assert_matches_weightwatcher(model, layers: tuple[int, ...], embeddings: bool = True) -> int:
+    """Our raw rows against ``analyze(mp_fit=True, randomize=True)`` on the decoder layers ``layers``
+    (and with ``embeddings`` the embedding and an untied LM head); returns the number of matrices
+    compared."""
     weightwatcher = pytest.importorskip("weightwatcher")
     logging.getLogger("weightwatcher").setLevel(logging.WARNING)
-    monkeypatch.chdir(tmp_path)
-    model = tiny_llama(layers=1)
-    ours = spectra.compute_spectra(model, init_std=0.02, include_embeddings=True, threads=2)
+    init_std = float(model.config.initializer_range)
+    ours = spectra.compute_spectra(model, init_std, include_embeddings=True, threads=2, folded=False)
+    names = {
+        f"model.layers.{layer}.{blk}.{mod}": (m, layer)
+        for layer in layers
+        for m, (blk, mod) in circuits.MATRIX_MODULES.items()
+    }
+    if embeddings:
+        names["model.embed_tokens"] = ("embed", -1)
+    if embeddings and "lm_head" in ours.layers:
+        names["lm_head"] = ("lm_head", ours.layers["lm_head"][0])
     watcher = weightwatcher.WeightWatcher(model=model)
-    details = watcher.analyze(mp_fit=True, randomize=True)
-    table = ours.table[ours.table["form"] == "raw"].set_index(["matrix", "layer"])
-    names = {f"model.layers.0.{blk}.{mod}": (m, 0) for m, (blk, mod) in circuits.MATRIX_MODULES.items()}
-    names |= {"model.embed_tokens": ("embed", -1), "lm_head": ("lm_head", 1)}
+    ids = [int(r.layer_id) for r in watcher.describe().itertuples() if r.longname in names]
+    details = watcher.analyze(layers=ids, mp_fit=True, randomize=True)
     assert set(details["longname"]) == set(names)
+    table = ours.table.set_index(["matrix", "layer"])
     for row in details.itertuples():
         key = names[row.longname]
-        group_sigma2 = ours.sigma2[key[0]][0]
+        sigma2 = ours.sigma2[key[0]][ours.layers[key[0]].index(key[1])]
         reference = np.sort(np.asarray(watcher.get_ESD(layer=int(row.layer_id)), dtype=float))[::-1]
-        np.testing.assert_allclose(group_sigma2, reference, rtol=1e-9, atol=1e-12 * reference[0])
+        np.testing.assert_allclose(sigma2, reference, rtol=1e-9, atol=1e-12 * reference[0])
         ours_row = table.loc[key]
         assert (ours_row.N, ours_row.M) == (row.N, row.M) and ours_row.Q == pytest.approx(row.Q)
         for column in ("lambda_max", "sv_max", "log_norm", "log_spectral_norm", "stable_rank"):
@@ -168,10 +200,25 @@ def test_matches_weightwatcher_on_a_tiny_model(tmp_path, monkeypatch):
         # float noise; entropy differs in the 4th decimal (WW's float32 rank tolerance);
         # rand_distance compares two different random shuffles (both ≈ 0.01-0.03 for iid weights)
         for column in ("num_spikes", "sigma_mp", "mp_softrank", "alpha", "xmin", "D", "alpha_weighted"):
-            assert ours_row[column] == pytest.approx(getattr(row, column), rel=1e-6), column
-        assert ours_row["log_alpha_norm"] == pytest.approx(row.log_alpha_norm, rel=1e-6)
-        assert ours_row["entropy"] == pytest.approx(row.entropy, abs=1e-3)
-        assert ours_row["rand_distance"] == pytest.approx(row.rand_distance, abs=0.02)
+            assert ours_row[column] == pytest.approx(getattr(row, column), rel=1e-6), (key, column)
+        assert ours_row["log_alpha_norm"] == pytest.approx(row.log_alpha_norm, rel=1e-6), key
+        assert ours_row["entropy"] == pytest.approx(row.entropy, abs=1e-3), key
+        assert ours_row["rand_distance"] == pytest.approx(row.rand_distance, abs=0.02), key
+    return len(details)
+
+
+def test_matches_weightwatcher_on_a_tiny_model(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert assert_matches_weightwatcher(tiny_llama(layers=1), layers=(0,)) == 9
+
+
+@pytest.mark.integration
+def test_matches_weightwatcher_on_the_embedded_model(embedded_model_dir, tmp_path, monkeypatch):
+    """The first and the last layer of SmolLM2, 7 matrices each (WW's randomisation of the
+    49152 × 576 embedding takes minutes; the tiny model's test covers embeddings)."""
+    monkeypatch.chdir(tmp_path)
+    model = models.load_model(embedded_model_dir, variant="trained", device="cpu", dtype="float32").model
+    assert assert_matches_weightwatcher(model, layers=(0, 29), embeddings=False) == 14
 
 
 # --- base alignment ----------------------------------------------------------------------

@@ -16,6 +16,7 @@ KDE_BANDWIDTH = 0.1  # WW's mp_fit bandwidth (linear kernel) on the rescaled spe
 KDE_THRESH = 0.01  # WW drops KDE grid points with density below this
 KDE_GRID = 1000
 
+RAND_COLUMNS = ("rand_distance", "num_rand_spikes")
 SHAPE_COLUMNS = [
     "num_spikes",
     "sigma_mp",
@@ -26,8 +27,7 @@ SHAPE_COLUMNS = [
     "alpha_weighted",
     "log_alpha_norm",
     "entropy",
-    "rand_distance",
-    "num_rand_spikes",
+    *RAND_COLUMNS,
 ]
 
 
@@ -39,22 +39,27 @@ def _linear_kde(x: np.ndarray, grid: np.ndarray, bw: float) -> np.ndarray:
     return out / (x.size * bw)
 
 
-def _mp_residual(sigma: float, xde: np.ndarray, yde: np.ndarray, q: float) -> float:
-    """WW's ``resid_mp``: squared misfit of the MP (or, at Q = 1, quarter-circle) density to the KDE."""
-    sigma = float(np.atleast_1d(sigma)[0])
+def _mp_residuals(sigmas: np.ndarray, xde: np.ndarray, yde: np.ndarray, q: float) -> np.ndarray:
+    """WW's ``resid_mp`` for each σ in ``sigmas`` at once: squared misfit of the MP (or, at Q = 1,
+    quarter-circle) density to the KDE; WW's penalty where the bulk misses the KDE's peak."""
+    sigma = np.asarray(sigmas, dtype=np.float64)[:, None]
     if q == 1:
         ymp = np.nan_to_num((1 / (np.pi * sigma * sigma)) * np.sqrt(np.clip(4 - xde**2, 0, None)))
-        return float(np.sum((ymp - yde) ** 2))
+        return np.sum((ymp - yde) ** 2, axis=1)
     b = (sigma * (1 + np.sqrt(1 / q))) ** 2
     a = (sigma * (1 - np.sqrt(1 / q))) ** 2
     x_peak = xde[np.argmax(yde)]
-    if b < x_peak or b > xde.max() or a > x_peak:
-        return float(yde.size) * 1000.0**2
     with np.errstate(divide="ignore", invalid="ignore"):
         ymp = np.nan_to_num(
             (q / (2 * np.pi * sigma * sigma * xde)) * np.sqrt(np.clip((b - xde) * (xde - a), 0, None))
         )
-    return float(np.sum((ymp - yde) ** 2))
+    misfit = np.sum((ymp - yde) ** 2, axis=1)
+    outside = (b[:, 0] < x_peak) | (b[:, 0] > xde.max()) | (a[:, 0] > x_peak)
+    return np.where(outside, float(yde.size) * 1000.0**2, misfit)
+
+
+def _mp_residual(sigma: np.ndarray, xde: np.ndarray, yde: np.ndarray, q: float) -> float:
+    return float(_mp_residuals(np.atleast_1d(sigma)[:1], xde, yde, q)[0])
 
 
 def mp_fit(evals: np.ndarray, n: int, m: int) -> dict[str, float]:
@@ -75,9 +80,10 @@ def mp_fit(evals: np.ndarray, n: int, m: int) -> dict[str, float]:
     good = yde > KDE_THRESH
     xde, yde = xde[good], yde[good]
     s0 = np.sqrt(lam_max / (1 + 1 / np.sqrt(q)) ** 2)
-    sigma = float(
-        optimize.brute(_mp_residual, (slice(0.05 * s0, 2.0 * s0, 0.01 * s0),), args=(xde, yde, q))[0]
-    )
+    # scipy.optimize.brute's grid search and fmin finish, with the grid evaluated in one vectorised call
+    grid = np.mgrid[slice(0.05 * s0, 2.0 * s0, 0.01 * s0)]
+    start = grid[np.argmin(_mp_residuals(grid, xde, yde, q))]
+    sigma = float(optimize.fmin(_mp_residual, [start], args=(xde, yde, q), disp=False)[0])
     bulk_max = (sigma * (1 + 1 / np.sqrt(q))) ** 2
     tw = 1 / np.sqrt(q) * bulk_max ** (2 / 3) * min(n, m) ** (-2 / 3)
     return {
@@ -107,7 +113,8 @@ def fit_powerlaw(evals: np.ndarray) -> dict[str, float]:
     j = np.arange(x.size)
     for chunk in np.array_split(np.arange(ks.size), max(1, ks.size * x.size // 2_000_000)):
         k, a = ks[chunk, None], alphas[chunk, None]
-        cdf_fit = 1 - np.exp((1 - a) * (logx[None, :] - logx[k]))
+        with np.errstate(over="ignore"):  # keys below xmin overflow; np.where drops them
+            cdf_fit = 1 - np.exp((1 - a) * (logx[None, :] - logx[k]))
         cdf_emp = (j[None, :] - k) / n_tail[chunk, None]
         dists[chunk] = np.where(j[None, :] >= k, np.abs(cdf_emp - cdf_fit), 0.0).max(axis=1)
     best = int(np.argmin(dists))
@@ -123,14 +130,6 @@ def entropy(evals: np.ndarray, n: int) -> float:
     return float(-np.sum(p * np.log(p)) / np.log(rank))
 
 
-def shuffled_evals(w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Eigenvalues (σ²) of ``w`` with its entries permuted: the spectrum a structureless matrix would have."""
-    flat = np.asarray(w, dtype=np.float64).ravel()
-    ws = rng.permutation(flat).reshape(w.shape)
-    g = ws.T @ ws if ws.shape[0] >= ws.shape[1] else ws @ ws.T
-    return np.clip(np.linalg.eigvalsh(g), 0, None)
-
-
 def randomization(evals: np.ndarray, rand_evals: np.ndarray) -> dict[str, float]:
     """WW's randomisation test: ``rand_distance`` is its Jensen–Shannon distance between the sorted eigenvalue
     vectors (each normalised to sum 1, as ``jensen_shannon_distance`` does); ``num_rand_spikes`` (ours, WW
@@ -144,8 +143,9 @@ def randomization(evals: np.ndarray, rand_evals: np.ndarray) -> dict[str, float]
     return {"rand_distance": float(np.sqrt(js)), "num_rand_spikes": n_above}
 
 
-def shape_metrics(evals: np.ndarray, n: int, m: int, rand_evals: np.ndarray) -> dict[str, float]:
-    """All WW shape columns of one matrix (n × m) from its eigenvalues and its shuffled copy's."""
+def shape_metrics(evals: np.ndarray, n: int, m: int, rand_evals: np.ndarray | None) -> dict[str, float]:
+    """All WW shape columns of one matrix (n × m) from its eigenvalues and its shuffled copy's
+    (None: the randomisation columns are NaN)."""
     lam = np.asarray(evals, dtype=np.float64)
     pl = fit_powerlaw(lam)
     lam_max = float(lam.max())
@@ -155,5 +155,5 @@ def shape_metrics(evals: np.ndarray, n: int, m: int, rand_evals: np.ndarray) -> 
         "alpha_weighted": pl["alpha"] * np.log10(lam_max),
         "log_alpha_norm": float(np.log10(np.sum(lam ** pl["alpha"]))),
         "entropy": entropy(lam, max(n, m)),
-        **randomization(lam, rand_evals),
+        **(randomization(lam, rand_evals) if rand_evals is not None else dict.fromkeys(RAND_COLUMNS, np.nan)),
     }

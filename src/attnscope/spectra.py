@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -99,10 +100,35 @@ class WeightGroup:
         """The name of its σ² array: the matrix type, ``{matrix}_folded`` for a folded group."""
         return self.matrix if self.scales is None else f"{self.matrix}_folded"
 
-    def matrix_at(self, i: int, device: torch.device | None = None) -> torch.Tensor:
-        """Its i-th matrix in float64 on ``device`` (default: where it is), folded if the group is."""
+    def matrix_at(
+        self, i: int, device: torch.device | None = None, shuffle_seed: int | None = None
+    ) -> torch.Tensor:
+        """Its i-th matrix in float64 on ``device`` (default: where it is), folded if the group is;
+        with ``shuffle_seed``, its entries permuted (:func:`shuffle_entries`)."""
         weight = self.weights[i].to(device=device or self.weights[i].device, dtype=torch.float64)
-        return weight if self.scales is None else weight * self.scales[i].to(weight.device)[None, :]
+        if self.scales is not None:
+            weight = weight * self.scales[i].to(weight.device)[None, :]
+        if shuffle_seed is None:
+            return weight
+        return shuffle_entries(weight, entry_seed(shuffle_seed, self.matrix, self.layers[i]))
+
+
+def entry_seed(seed: int, matrix: str, layer: int) -> int:
+    """The permutation seed of one matrix: independent of the order matrices are decomposed in,
+    and shared by a matrix's raw and folded forms."""
+    return int(np.random.SeedSequence([seed, zlib.crc32(matrix.encode()), layer + 1]).generate_state(1)[0])
+
+
+def shuffle_entries(w: torch.Tensor, seed: int) -> torch.Tensor:
+    """``w`` with its entries permuted by a generator seeded with ``seed``: WeightWatcher's
+    randomisation test's input (the spectrum a matrix with these entries and no structure would
+    have). On the CPU with NumPy's generator, which releases the GIL so the decomposition
+    threads shuffle in parallel (``torch.randperm`` does not); elsewhere with torch's on the device."""
+    if w.device.type == "cpu":
+        return torch.from_numpy(np.random.default_rng(seed).permutation(w.numpy().ravel()).reshape(w.shape))
+    gen = torch.Generator(device=w.device).manual_seed(seed)
+    flat = w.reshape(-1)
+    return flat[torch.randperm(flat.numel(), generator=gen, device=w.device)].reshape(w.shape)
 
 
 # --- collecting the matrices -------------------------------------------------------------
@@ -188,8 +214,11 @@ def sigma2_groups(
     threads: int | None = None,
     batched: bool | None = None,
     max_batch_mb: float = 512.0,
+    shuffle_seed: int | None = None,
 ) -> dict[str, np.ndarray]:
-    """Squared singular values of every matrix: ``{group key: [len(layers), M]}`` float64, descending.
+    """Squared singular values of every matrix: ``{group key: [len(layers), M]}`` float64, descending;
+    with ``shuffle_seed``, those of the entry-shuffled matrices (each shuffled where it is decomposed,
+    so no shuffled copy of the model is held).
 
     ``device`` None means where the weights are. ``batched`` (default: on CUDA) decomposes
     each group with one torch call per chunk of at most ``max_batch_mb`` float64 bytes on
@@ -204,27 +233,31 @@ def sigma2_groups(
     threads = threads or available_cores()
     if target.type != "cpu" if batched is None else batched:
         with torch_threads(threads):
-            return {g.key: _sigma2_batched(g, method, target, max_batch_mb) for g in groups}
-    return _sigma2_pool(groups, method, threads)
+            return {g.key: _sigma2_batched(g, method, target, max_batch_mb, shuffle_seed) for g in groups}
+    return _sigma2_pool(groups, method, threads, shuffle_seed)
 
 
-def _sigma2_batched(group: WeightGroup, method: str, device: torch.device, max_batch_mb: float) -> np.ndarray:
+def _sigma2_batched(
+    group: WeightGroup, method: str, device: torch.device, max_batch_mb: float, shuffle_seed: int | None
+) -> np.ndarray:
     rows, cols = group.shape
     per_chunk = max(1, int(max_batch_mb * 2**20 // (rows * cols * 8)))
     parts = []
     for start in range(0, len(group.weights), per_chunk):
         chunk = range(start, min(start + per_chunk, len(group.weights)))
-        batch = torch.stack([group.matrix_at(i, device) for i in chunk])
+        batch = torch.stack([group.matrix_at(i, device, shuffle_seed) for i in chunk])
         parts.append(_sigma2_torch(batch, method).flip(-1).cpu())
     return torch.cat(parts).numpy()
 
 
-def _sigma2_pool(groups: Sequence[WeightGroup], method: str, threads: int) -> dict[str, np.ndarray]:
+def _sigma2_pool(
+    groups: Sequence[WeightGroup], method: str, threads: int, shuffle_seed: int | None
+) -> dict[str, np.ndarray]:
     tasks = [(g, i) for g in groups for i in range(len(g.weights))]
     tasks.sort(key=lambda t: -t[0].weights[t[1]].numel() * min(t[0].shape))
 
     def one(task: tuple[WeightGroup, int]) -> np.ndarray:
-        weight = task[0].matrix_at(task[1], torch.device("cpu"))
+        weight = task[0].matrix_at(task[1], torch.device("cpu"), shuffle_seed)
         return _sigma2_numpy(weight) if method == "gram64" else _sigma2_torch(weight[None], method)[0].numpy()
 
     with threadpool_limits(1), torch_threads(1), ThreadPoolExecutor(threads) as pool:
@@ -249,9 +282,10 @@ def mp_edge(n: int, m: int, init_std: float) -> float:
 
 
 def spectrum_stats(
-    sigma2: np.ndarray, rows: int, cols: int, init_std: float, rand_sigma2: np.ndarray
+    sigma2: np.ndarray, rows: int, cols: int, init_std: float, rand_sigma2: np.ndarray | None
 ) -> dict[str, Any]:
-    """The spectra table's columns for one matrix from its σ² (any order) and its shuffled copy's."""
+    """The spectra table's columns for one matrix from its σ² (any order) and its shuffled copy's
+    (None: no randomisation test, its columns NaN)."""
     lam = np.sort(np.asarray(sigma2, dtype=np.float64))[::-1]
     big, small = max(rows, cols), min(rows, cols)
     total = float(lam.sum())
@@ -284,7 +318,7 @@ def spectra_table(
     sigma2: Mapping[str, np.ndarray],
     groups: Sequence[WeightGroup],
     init_std: float,
-    rand_sigma2: Mapping[str, np.ndarray],
+    rand_sigma2: Mapping[str, np.ndarray] | None,
 ) -> pd.DataFrame:
     """One row per layer × matrix × form (:data:`SPECTRA_COLUMNS`): the raw rows, then the folded
     ones, each ordered by layer, then forward order."""
@@ -292,7 +326,8 @@ def spectra_table(
     for group in groups:
         n_rows, n_cols = group.shape
         for i, layer in enumerate(group.layers):
-            stats = spectrum_stats(sigma2[group.key][i], n_rows, n_cols, init_std, rand_sigma2[group.key][i])
+            rand = None if rand_sigma2 is None else rand_sigma2[group.key][i]
+            stats = spectrum_stats(sigma2[group.key][i], n_rows, n_cols, init_std, rand)
             rows.append({"layer": layer, "matrix": group.matrix, "form": group.form, **stats})
     order = {m: i for i, m in enumerate((EMBEDDING_TYPES[0], *MATRIX_TYPES, EMBEDDING_TYPES[1]))}
     order |= {form: i for i, form in enumerate(FORMS)}
@@ -322,39 +357,22 @@ def compute_spectra(
     threads: int | None = None,
     max_batch_mb: float = 512.0,
     folded: bool = True,
+    randomize: bool = True,
     seed: int = 0,
 ) -> Spectra:
     """All weight spectra of ``model``, raw and (``folded``) RMSNorm-folded (see
-    :func:`sigma2_groups` for the routes)."""
+    :func:`sigma2_groups` for the routes); with ``randomize``, also the spectra of the
+    entry-shuffled matrices (permutations seeded from ``seed``) for the randomisation columns."""
     groups = weight_groups(model, include_embeddings, folded)
-    sigma2 = sigma2_groups(groups, method, device, threads, max_batch_mb=max_batch_mb)
-    rand = sigma2_groups(shuffled_groups(groups, seed), method, device, threads, max_batch_mb=max_batch_mb)
+    options = {"method": method, "device": device, "threads": threads, "max_batch_mb": max_batch_mb}
+    sigma2 = sigma2_groups(groups, **options)
+    rand = sigma2_groups(groups, **options, shuffle_seed=seed) if randomize else None
     return Spectra(
         sigma2=sigma2,
         layers={g.key: g.layers for g in groups},
         shapes={g.key: g.shape for g in groups},
         table=spectra_table(sigma2, groups, init_std, rand),
     )
-
-
-def shuffled_groups(groups: Sequence[WeightGroup], seed: int) -> list[WeightGroup]:
-    """Every matrix (folded where its group is) with its entries permuted by a generator seeded
-    from ``seed`` and the matrix type: WeightWatcher's randomisation test's input, decomposed by
-    the same route as the weights."""
-    out = []
-    for g in groups:
-        gen = torch.Generator().manual_seed(
-            seed + sum(map(ord, g.matrix))
-        )  # raw and folded: same permutation
-        mats = []
-        for i in range(len(g.weights)):
-            w = g.matrix_at(i)
-            flat = w.reshape(-1)
-            mats.append(flat[torch.randperm(flat.numel(), generator=gen).to(flat.device)].reshape(w.shape))
-        # unit scales keep a folded group's key (its matrices are already folded)
-        ones = None if g.scales is None else tuple(torch.ones(g.shape[1], dtype=torch.float64) for _ in mats)
-        out.append(WeightGroup(matrix=g.matrix, layers=g.layers, weights=tuple(mats), scales=ones))
-    return out
 
 
 def write_singular_values(spectra: Spectra, path: str | os.PathLike, attrs: Mapping[str, Any]) -> None:
