@@ -340,6 +340,9 @@ def test_comparison_verdicts_follow_the_ratios():
     )
     markdown = spectra.comparison_markdown(df, "test")
     assert markdown.count("**yes**") == 6 and "| q | raw | mean Σσ² (‖W‖_F²) |" in markdown
+    # a ratio over a zero random mean (no spikes at init) is undefined and shown as such
+    assert "| q | raw | mean spikes above the fitted MP bulk (WW) | 0 | 0 | – |" in markdown
+    assert "nan" not in markdown
 
 
 # --- storage -----------------------------------------------------------------------------

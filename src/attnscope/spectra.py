@@ -639,7 +639,7 @@ def comparison_markdown(df: pd.DataFrame, title: str, notes: Sequence[str] = ())
     for row in df[df["row_type"] == "measure"].itertuples(index=False):
         lines.append(
             f"| {row.matrix} | {row.form} | {row.statement} | {row.trained:.4g} | {row.random:.4g} "
-            f"| {row.ratio:.3f} |"
+            f"| {'–' if math.isnan(row.ratio) else f'{row.ratio:.3f}'} |"
         )
     if notes:
         lines += ["", *(f"Note: {note}." for note in notes)]
