@@ -19,6 +19,7 @@ import pytest
 import torch
 import xarray as xr
 import zarr
+from threadpoolctl import threadpool_limits
 
 import attnscope
 from attnscope import attention, choices, metrics, models, prompts, store
@@ -369,25 +370,35 @@ def gram_singular_values(a: np.ndarray) -> np.ndarray:
     return np.sqrt(np.clip(np.linalg.eigvalsh(a @ a.T), 0.0, None))[::-1]
 
 
+def _store_pass_ranks(group: zarr.Group, epsilon: float) -> list[list[float]]:
+    """[effective rank, ε-rank] of every map of a prompt group in the metrics table's order."""
+    head_mean = group["head_mean"][...]
+    heads = group["attn"][...] if "attn" in group else None
+    ranks = []
+    for layer in range(head_mean.shape[0]):
+        maps = [None] * group["metrics"].shape[1]
+        maps[-1] = head_mean[layer]
+        if heads is not None:
+            maps[:-1] = list(heads[layer])
+        for a in maps:
+            if a is None:
+                ranks.append([np.nan, np.nan])
+            else:
+                sigma = gram_singular_values(a)
+                ranks.append([metrics.effective_rank(sigma), metrics.epsilon_rank(sigma, epsilon)])
+    return ranks
+
+
 def store_pass_tables(path: Path, epsilon: float) -> tuple[np.ndarray, pd.DataFrame]:
     """Reference, as rule attention_metrics computed it before the capture did: the spectral
     ranks [row of the metrics table, SPECTRAL] and the choices table, both from the maps
     read back from the store."""
     ranks, frames = [], []
+    with threadpool_limits(1, "blas"):  # as the rule ran (one thread; oversubscribed BLAS crawls)
+        for group in store.prompt_groups(store.open_store(path)):
+            ranks += _store_pass_ranks(group, epsilon)
     for group in store.prompt_groups(store.open_store(path)):
         head_mean = group["head_mean"][...]
-        heads = group["attn"][...] if "attn" in group else None
-        for layer in range(head_mean.shape[0]):
-            maps = [None] * group["metrics"].shape[1]
-            maps[-1] = head_mean[layer]
-            if heads is not None:
-                maps[:-1] = list(heads[layer])
-            for a in maps:
-                if a is None:
-                    ranks.append([np.nan, np.nan])
-                else:
-                    sigma = gram_singular_values(a)
-                    ranks.append([metrics.effective_rank(sigma), metrics.epsilon_rank(sigma, epsilon)])
         attrs = group.attrs
         values, n_queries = choices.prompt_choices(head_mean, attrs["token_segment"], attrs["token_shot"])
         for layer in range(head_mean.shape[0]):
@@ -417,6 +428,26 @@ def test_capture_metrics_equal_the_store_pass(tiny_llama, sample_clues, tmp_path
     assert tuple(got_choices.columns) == choices.COLUMNS
     for column in ("prompt_index", "layer", "choice", "n_queries"):
         assert got_choices[column].tolist() == reference_choices[column].tolist(), column
+    np.testing.assert_allclose(
+        got_choices[list(choices.CHOICE_METRICS)].to_numpy(),
+        reference_choices[list(choices.CHOICE_METRICS)].to_numpy(),
+        rtol=1e-9,
+        atol=1e-12,
+    )
+
+
+@pytest.mark.integration
+def test_embedded_model_capture_metrics_equal_the_store_pass(embedded_model_dir, sample_clues, tmp_path):
+    """As above on SmolLM2's 30 layers (k = 3, head means; Ant's heads too)."""
+    loaded = models.load_model(embedded_model_dir)
+    spec = {"category": "Animals", "k": 3, "seed": 0}
+    table = prompt_table(loaded.tokenizer, sample_clues, targets=["Ant", "Bee"], spec=spec)
+    path = extract(loaded.model, loaded.tokenizer, table, tmp_path / "s.zarr", keep_heads=["ant"])
+    ranks, reference_choices = store_pass_tables(path, 0.1)
+    got = metrics.metrics_table(path, 0.1)
+    np.testing.assert_allclose(got[list(metrics.SPECTRAL)].to_numpy(), ranks, rtol=1e-6, atol=0)
+    got_choices = choices.choices_table(path)
+    assert got_choices["n_queries"].tolist() == reference_choices["n_queries"].tolist()
     np.testing.assert_allclose(
         got_choices[list(choices.CHOICE_METRICS)].to_numpy(),
         reference_choices[list(choices.CHOICE_METRICS)].to_numpy(),
