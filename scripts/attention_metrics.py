@@ -1,5 +1,6 @@
 """Rule attention_metrics: Zarr attention store → metrics per prompt × layer × head, per-layer
-summary, and the head-mean metrics per prompt × layer × analysis choice."""
+summary, and the head-mean metrics per prompt × layer × analysis choice, assembled from the
+arrays the capture computed (no map is read)."""
 
 from attnscope import choices, io, metrics
 from attnscope.store import open_store

@@ -19,9 +19,10 @@ import pytest
 import torch
 import xarray as xr
 import zarr
+from threadpoolctl import threadpool_limits
 
 import attnscope
-from attnscope import attention, metrics, models, prompts
+from attnscope import attention, choices, metrics, models, prompts, store
 from tests.conftest import REPO
 
 CLUE = "Man's best friend, semi-aquatic.#"
@@ -244,9 +245,11 @@ def test_arrays_are_the_shards_zarr_writes(llama_store, tmp_path):
     names = sorted(zarr.open_group(path, mode="r")["000"].array_keys())
     assert names == [
         "attn",
+        "choices",
         "cosine",
         "head_mean",
         "metrics",
+        "singular_values",
         "thesis_word_attn_sum",
         "word_attn_mean_query",
         "word_attn_sum",
@@ -344,7 +347,7 @@ def test_stored_metrics_are_the_metrics_of_the_stored_maps(llama_store):
 
 def test_metrics_table_rows_and_spectral_ranks(llama_store, tiny_llama):
     path, _ = llama_store
-    table = metrics.metrics_table(path, epsilon=0.1, progress=False)
+    table = metrics.metrics_table(path, epsilon=0.1)
     num_layers, num_heads = 2, 6
     assert len(table) == 2 * num_layers * (num_heads + 1)
     assert list(table.columns[-len(metrics.METRICS) :]) == list(metrics.METRICS)
@@ -354,11 +357,128 @@ def test_metrics_table_rows_and_spectral_ranks(llama_store, tiny_llama):
     means = table["head"] == -1
     assert table.loc[~kept & means, "effective_rank"].notna().all()
     assert table.loc[~kept & ~means, "effective_rank"].isna().all()
-    head_mean = zarr.open_group(path, mode="r")["001"]["head_mean"][1]
+    head_mean = zarr.open_group(path, mode="r")["001"]["head_mean"][1].astype(np.float64)
     row = table[(table["prompt_index"] == 1) & (table["layer"] == 1) & means].iloc[0]
     assert [row["effective_rank"], row["epsilon_rank"]] == pytest.approx(
-        metrics.spectral_ranks(head_mean, 0.1)
+        metrics.spectral_ranks(np.linalg.svd(head_mean, compute_uv=False), 0.1)
     )
+
+
+def gram_singular_values(a: np.ndarray) -> np.ndarray:
+    """The rule's former route to a map's singular values: eigenvalues of a·aᵀ in float64."""
+    a = a.astype(np.float64)
+    return np.sqrt(np.clip(np.linalg.eigvalsh(a @ a.T), 0.0, None))[::-1]
+
+
+def svd_singular_values(a: np.ndarray) -> np.ndarray:
+    """A map's singular values by numpy's SVD in float64 (accurate to ~1e-16·σ₁ for small σ)."""
+    return np.linalg.svd(a.astype(np.float64), compute_uv=False)
+
+
+def _store_pass_ranks(group: zarr.Group, epsilon: float, spectrum) -> list[list[float]]:
+    """[effective rank, ε-rank] of every map of a prompt group in the metrics table's order."""
+    head_mean = group["head_mean"][...]
+    heads = group["attn"][...] if "attn" in group else None
+    ranks = []
+    for layer in range(head_mean.shape[0]):
+        maps = [None] * group["metrics"].shape[1]
+        maps[-1] = head_mean[layer]
+        if heads is not None:
+            maps[:-1] = list(heads[layer])
+        for a in maps:
+            if a is None:
+                ranks.append([np.nan, np.nan])
+            else:
+                sigma = spectrum(a)
+                ranks.append([metrics.effective_rank(sigma), metrics.epsilon_rank(sigma, epsilon)])
+    return ranks
+
+
+def store_pass_tables(
+    path: Path, epsilon: float, spectrum=gram_singular_values
+) -> tuple[np.ndarray, pd.DataFrame]:
+    """Reference, as rule attention_metrics computed it before the capture did: the spectral
+    ranks [row of the metrics table, SPECTRAL] (singular values by ``spectrum``) and the
+    choices table, both from the maps read back from the store."""
+    ranks, frames = [], []
+    with threadpool_limits(1, "blas"):  # as the rule ran (one thread; oversubscribed BLAS crawls)
+        for group in store.prompt_groups(store.open_store(path)):
+            ranks += _store_pass_ranks(group, epsilon, spectrum)
+    for group in store.prompt_groups(store.open_store(path)):
+        head_mean = group["head_mean"][...]
+        attrs = group.attrs
+        values, n_queries = choices.prompt_choices(head_mean, attrs["token_segment"], attrs["token_shot"])
+        for layer in range(head_mean.shape[0]):
+            for c, choice in enumerate(choices.CHOICES):
+                frames.append(
+                    {"prompt_index": attrs["prompt_index"], "layer": layer, "choice": choice}
+                    | {"n_queries": n_queries[c, layer]}
+                    | dict(zip(choices.CHOICE_METRICS, values[c, layer]))
+                )
+    return np.array(ranks), pd.DataFrame(frames)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_capture_metrics_equal_the_store_pass(tiny_llama, sample_clues, tmp_path, k):
+    """The tables assembled from the capture's arrays equal what the rule computed from the
+    stored maps before (reference above): spectral ranks to 1e-6, choices to 1e-9."""
+    model, tokenizer = tiny_llama
+    spec = {"category": "Animals", "k": k, "seed": 0}
+    table = prompt_table(tokenizer, sample_clues, targets=["Ant", "Bee", "Fox"], spec=spec)
+    path = extract(model, tokenizer, table, tmp_path / "s.zarr", clue_table(table, tokenizer), ["ant"])
+    epsilon = 0.1
+    ranks, reference_choices = store_pass_tables(path, epsilon)
+    got = metrics.metrics_table(path, epsilon)
+    assert got["keep_heads"].any() and not got["keep_heads"].all()
+    np.testing.assert_allclose(got[list(metrics.SPECTRAL)].to_numpy(), ranks, rtol=1e-6, atol=0)
+    got_choices = choices.choices_table(path)
+    assert tuple(got_choices.columns) == choices.COLUMNS
+    for column in ("prompt_index", "layer", "choice", "n_queries"):
+        assert got_choices[column].tolist() == reference_choices[column].tolist(), column
+    np.testing.assert_allclose(
+        got_choices[list(choices.CHOICE_METRICS)].to_numpy(),
+        reference_choices[list(choices.CHOICE_METRICS)].to_numpy(),
+        rtol=1e-9,
+        atol=1e-12,
+    )
+
+
+@pytest.mark.integration
+def test_embedded_model_capture_metrics_equal_the_store_pass(embedded_model_dir, sample_clues, tmp_path):
+    """As above on SmolLM2's 30 layers (k = 3, head means; Ant's heads too). Equal to numpy's
+    SVD route to 1e-9; to the former route (eigenvalues of a·aᵀ) to 1e-5: it returns the
+    singular values below ~1e-8·σ₁ as square roots of rounding noise, which moves the
+    effective rank of near rank-one maps by up to 5.5e-6 (one map of 1200 above 1e-6)."""
+    loaded = models.load_model(embedded_model_dir)
+    spec = {"category": "Animals", "k": 3, "seed": 0}
+    table = prompt_table(loaded.tokenizer, sample_clues, targets=["Ant", "Bee"], spec=spec)
+    path = extract(loaded.model, loaded.tokenizer, table, tmp_path / "s.zarr", keep_heads=["ant"])
+    ranks, reference_choices = store_pass_tables(path, 0.1)
+    got = metrics.metrics_table(path, 0.1)
+    np.testing.assert_allclose(got[list(metrics.SPECTRAL)].to_numpy(), ranks, rtol=1e-5, atol=0)
+    svd_ranks, _ = store_pass_tables(path, 0.1, svd_singular_values)
+    np.testing.assert_allclose(got[list(metrics.SPECTRAL)].to_numpy(), svd_ranks, rtol=1e-9, atol=0)
+    got_choices = choices.choices_table(path)
+    assert got_choices["n_queries"].tolist() == reference_choices["n_queries"].tolist()
+    np.testing.assert_allclose(
+        got_choices[list(choices.CHOICE_METRICS)].to_numpy(),
+        reference_choices[list(choices.CHOICE_METRICS)].to_numpy(),
+        rtol=1e-9,
+        atol=1e-12,
+    )
+
+
+def test_choices_in_chunks_of_layers_are_the_same(llama_store, tiny_llama, monkeypatch, tmp_path):
+    """One layer at a time (``CHUNK_VALUES`` below one map, as for long prompts): the same
+    arrays to float32 summation order (as ``pandas.testing.assert_frame_equal`` checks)."""
+    path, table = llama_store
+    model, tokenizer = tiny_llama
+    monkeypatch.setattr(choices, "CHUNK_VALUES", 1)
+    one = extract(model, tokenizer, table, tmp_path / "one.zarr", clue_table(table, tokenizer), ["ant"])
+    for group in ("000", "001"):
+        together = zarr.open_group(path, mode="r")[group]["choices"][...]
+        alone = zarr.open_group(one, mode="r")[group]["choices"][...]
+        np.testing.assert_allclose(alone, together, rtol=1e-5, atol=1e-9)
 
 
 def test_loader_coordinates_match_the_prompt_table(llama_store):
@@ -381,6 +501,9 @@ def test_loader_coordinates_match_the_prompt_table(llama_store):
         assert ds["head_mean"].dims == ("layer", "query", "key")
         assert ds["word_attn_sum"].dims == ("layer", "query_word", "key_word")
         assert list(ds["metric"].values) == list(metrics.STREAMED)
+        assert ds["choices"].dims == ("layer", "choice", "choice_metric")
+        assert list(ds["choice"].values) == list(choices.CHOICES)
+        assert ds["singular_values"].dims == ("layer", "map", "singular_value")
         assert not ds["head_mean"].variable._in_memory  # read from disk only when indexed
     ant = tree["000"].to_dataset()
     assert ant["attn"].dims == ("layer", "head", "query", "key")

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from attnscope import choices, io, metrics
+from tests.test_attention import llama_store  # noqa: F401 (fixture)
 from tests.test_metrics import random_causal, uniform_causal
 
 
@@ -219,42 +220,27 @@ def test_small_mass_can_fail_where_small_share_cannot():
     assert uniform["small_share"] == pytest.approx(np.arange(10, n + 1).sum() / causal)
 
 
-def test_table_layout(tmp_path, monkeypatch):
-    """The table of a store (a Zarr group with the capture's prompt groups and labels):
-    COLUMNS in order, prompt × layer × choice rows, layers in chunks give the same table."""
+def test_table_layout(llama_store):  # noqa: F811 (the fixture imported above)
+    """The table of a store (the capture's ``choices`` arrays): COLUMNS in order, prompt ×
+    layer × choice rows, and a row equal to the row-by-row reference on the stored head mean."""
     import zarr
 
-    segment, shot = k3_labels()
-    n = len(segment)
-    rng = np.random.default_rng(2)
-    root = zarr.open_group(tmp_path / "s.zarr", mode="w")
-    prompts = []
-    for index, target in enumerate(["Ant", "Bee"]):
-        group = root.create_group(f"{index:03d}")
-        labels = {"token_segment": segment, "token_shot": shot.tolist()}
-        group.attrs.update(prompt_index=index, prompt_id=f"p{index}", target=target, **labels)
-        maps = np.stack([random_causal(rng, n) for _ in range(2)])
-        group.create_array("head_mean", data=maps)
-        prompts.append({"group": f"{index:03d}", "prompt_id": f"p{index}", "target": target})
-    root.attrs["prompts"] = prompts
-    table = choices.choices_table(tmp_path / "s.zarr")
+    path, _ = llama_store
+    table = choices.choices_table(path)
     assert tuple(table.columns) == choices.COLUMNS
     assert len(table) == 2 * 2 * 3
     assert list(table["choice"][:3]) == list(choices.CHOICES)
     assert list(table["layer"]) == [0, 0, 0, 1, 1, 1] * 2
     assert list(table["target"]) == ["Ant"] * 6 + ["Bee"] * 6
     assert table[list(choices.CHOICE_METRICS)].dtypes.eq(np.float64).all()
+    assert table["n_queries"].dtype == np.int64
     row = table[(table["prompt_index"] == 1) & (table["layer"] == 1) & (table["choice"] == "words")]
-    maps = root["001"]["head_mean"][...]
-    expected = reference(maps[1], segment, shot, "words")
+    group = zarr.open_group(path, mode="r")["001"]
+    segment, shot = group.attrs["token_segment"], np.array(group.attrs["token_shot"])
+    expected = reference(group["head_mean"][1], segment, shot, "words")
     assert row["n_queries"].item() == expected["n_queries"]
-    assert row["boundary_drop"].item() == pytest.approx(expected["boundary_drop"], rel=1e-5)
-    # Layers measured one at a time (long prompts): the same table.
-    monkeypatch.setattr(choices, "CHUNK_VALUES", n * n)
-    pd.testing.assert_frame_equal(choices.choices_table(tmp_path / "s.zarr"), table)
-    root["001"].attrs["token_shot"] = shot[:-1].tolist()
-    with pytest.raises(ValueError, match=r"s\.zarr: prompt group '001' has 69 tokens .* 68 token_shot"):
-        choices.choices_table(tmp_path / "s.zarr")
+    for name in ("row_entropy", "within_shot_mass", "within_shot_null", "boundary_drop", "small_mass"):
+        assert row[name].item() == pytest.approx(expected[name], rel=1e-5), name
 
 
 @pytest.mark.integration

@@ -5,9 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from scipy.stats import pearsonr, rankdata, spearmanr
 
-from attnscope import metrics, stats, theory
+from attnscope import attention, metrics, stats, theory
+
+
+def singular_values(a: np.ndarray) -> np.ndarray:
+    """One map's singular values as the capture computes them (attention.singular_values)."""
+    return attention.singular_values(torch.as_tensor(np.asarray(a, dtype=np.float64))[None])[0]
 
 
 def uniform_causal(n: int) -> np.ndarray:
@@ -47,7 +53,7 @@ def test_identity_map():
     assert metrics.row_entropy(a) == 0
     assert (metrics.self_mass(a), metrics.previous_mass(a), metrics.sink_mass(a)) == (1, 0, 0)
     assert metrics.stable_rank(a) == pytest.approx(5)
-    sigma = metrics.singular_values(a)
+    sigma = singular_values(a)
     assert metrics.effective_rank(sigma) == pytest.approx(5)
     assert metrics.epsilon_rank(sigma, 0.1) == 5  # ‖I − I_r‖²_F = 5 − r ≤ 0.05 only for r = 5
     assert metrics.epsilon_rank(sigma, 0.5) == 4  # 5 − r ≤ 1.25
@@ -60,17 +66,18 @@ def test_identity_map():
 def test_block_diagonal_ranks():
     a = block_uniform(3, 4)
     assert metrics.stable_rank(a) == pytest.approx(3)
-    sigma = metrics.singular_values(a)
+    sigma = singular_values(a)
     assert np.allclose(sigma[:3], 1) and np.allclose(sigma[3:], 0, atol=1e-7)
     assert metrics.effective_rank(sigma) == pytest.approx(3)
     assert metrics.epsilon_rank(sigma, 0.1) == 3
-    assert metrics.spectral_ranks(a, 0.1) == pytest.approx([3, 3])
+    assert metrics.spectral_ranks(sigma, 0.1) == pytest.approx([3, 3])
+    assert np.isnan(metrics.spectral_ranks(np.full(12, np.nan), 0.1)).all()  # a map not stored
 
 
 def test_rank_one_map():
     a = np.full((6, 6), 1 / 6)
     assert metrics.stable_rank(a) == pytest.approx(1)
-    assert metrics.effective_rank(metrics.singular_values(a)) == pytest.approx(1)
+    assert metrics.effective_rank(singular_values(a)) == pytest.approx(1)
 
 
 def test_row_entropy_by_hand_and_float16_path():
@@ -132,11 +139,22 @@ def test_average_ranks_of_float16_match_rankdata():
 
 def test_ranks_agree_with_the_theory_module_and_the_svd():
     a = uniform_causal(12)
-    sigma = metrics.singular_values(a)
+    sigma = singular_values(a)
     assert np.allclose(sigma, np.linalg.svd(a, compute_uv=False))
     for eps in (0.05, 0.1, 0.3):
         assert metrics.epsilon_rank(sigma, eps) == theory.epsilon_rank(a, eps)
     assert metrics.stable_rank(a) == pytest.approx((sigma**2).sum() / sigma[0] ** 2, rel=1e-5)
+
+
+def test_batched_singular_values_are_each_maps_svd():
+    """Float16 maps [map, query, key] in groups of ``chunk_bytes``: each map's SVD in float64."""
+    rng = np.random.default_rng(5)
+    maps = np.stack([random_causal(rng, 30) for _ in range(5)])
+    expected = np.stack([np.linalg.svd(a.astype(np.float64), compute_uv=False) for a in maps])
+    for chunk_bytes in (1, 2 * 8 * 30 * 30, 1 << 24):  # one map, two maps, all at once per group
+        got = attention.singular_values(torch.from_numpy(maps), chunk_bytes)
+        assert got.dtype == np.float64
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-14)
 
 
 def test_streamed_metrics_are_the_individual_metrics_in_order():

@@ -9,9 +9,12 @@ scaling, causal or sliding-window mask and GQA mapping). Either way that layer's
 probabilities ``[head, query, key]`` are cast to float16 on the CPU and stored before the
 forward pass goes on with the next layer: the per-head maps (for the prompts that keep them) and the head
 mean are encoded chunk by chunk and appended to their arrays' shard files
-(:class:`attnscope.io.ShardWriter`, the bytes zarr would write), and the word-level maps and
-the metrics of every map (:mod:`attnscope.metrics`) are computed; those arrays, whole in memory
-at the end of the prompt, are written by zarr itself (:func:`attnscope.io.write_whole_array`).
+(:class:`attnscope.io.ShardWriter`, the bytes zarr would write), and the word-level maps, the
+metrics of every map (:mod:`attnscope.metrics`), the singular values of every stored map and
+the head mean's metrics under the analysis choices (:mod:`attnscope.choices`, layers in chunks
+of ``choices.CHUNK_VALUES`` map values) are computed; those arrays, whole in memory at the end
+of the prompt, are written by zarr itself (:func:`attnscope.io.write_whole_array`), so the
+metrics tables are assembled from them without reading a map back.
 Besides the model's own tensors one float16 layer copy exists at a time, whatever the number
 of layers.
 
@@ -30,7 +33,16 @@ array                         dims                                   dtype
                               key_thesis_word
 ``cosine``                    query, key                             float16
 ``metrics``                   layer, map, metric                     float64
+``singular_values``           layer, map, singular_value             float64
+``choices``                   layer, choice, choice_metric           float64
 ============================  =====================================  ==================
+
+``map`` is the heads 0 … H−1, then the head mean at index H; ``metrics`` holds
+``metrics.STREAMED`` of every map, ``singular_values`` the singular values (descending) of
+every stored map — the head mean, and the heads of the prompts in ``keep_heads`` (NaN for the
+others' heads) — and ``choices`` the head mean's ``choices.STORED`` (``n_queries``, then
+``choices.CHOICE_METRICS``) under each of ``choices.CHOICES``; the root attributes
+``metrics``, ``choices`` and ``choice_metrics`` name those axes.
 
 ``head_mean`` is float16 of the mean over heads of the stored float16 maps (the thesis's
 single-head simulation); every other array is computed from the stored float16 values,
@@ -75,7 +87,7 @@ from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_f
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from zarr.codecs import BloscCodec
 
-from attnscope import io, metrics, prompts, variants
+from attnscope import choices, io, metrics, prompts, variants
 from attnscope.store import (  # noqa: F401 (open_attention, STORE_VERSION: public API)
     DIMENSIONS,
     STORE_VERSION,
@@ -192,6 +204,16 @@ def input_cosine(model: PreTrainedModel, input_ids: Sequence[int]) -> np.ndarray
     with torch.inference_mode():
         vectors = torch.nn.functional.normalize(embedding(ids).float(), dim=-1)
         return (vectors @ vectors.T).cpu().numpy()
+
+
+def singular_values(maps: torch.Tensor, chunk_bytes: int = CHUNK_BYTES) -> np.ndarray:
+    """Singular values (descending) of float16 maps [map, query, key], in float64 (LAPACK's
+    SVD, batched over maps in groups of at most ``chunk_bytes`` of float64 copies)."""
+    n = maps.shape[-1]
+    step = max(1, chunk_bytes // (8 * n * n))
+    return torch.cat(
+        [torch.linalg.svdvals(maps[i : i + step].double()) for i in range(0, len(maps), step)]
+    ).numpy()
 
 
 class LayerCapture:
@@ -343,6 +365,11 @@ class _PromptGroup:
         n_thesis = self.thesis_membership.shape[1]
         self.thesis_word_sum = np.zeros((num_layers, n_thesis, n_thesis), np.float32)
         self.metrics = np.full((num_layers, num_heads + 1, len(metrics.STREAMED)), np.nan)
+        n = len(ann.input_ids)
+        self.singular = np.full((num_layers, num_heads + 1, n), np.nan)
+        self.choices = np.full((num_layers, len(choices.CHOICES), len(choices.STORED)), np.nan)
+        self.choice_step = max(1, choices.CHUNK_VALUES // (n * n))
+        self.pending: list[tuple[int, np.ndarray]] = []  # head means awaiting the choices
 
     def create(self) -> None:
         """Create the per-layer arrays; their chunks come with the layers. The group's own
@@ -376,7 +403,9 @@ class _PromptGroup:
         heads in float32, head by head (numpy's order for a mean over an outer axis: the head
         mean is the mean of the stored values, and no float32 copy of the layer is made), and,
         for the prompts that keep heads, transposed to heads-last chunk by chunk; the casts,
-        sums and copies run in torch.
+        sums and copies run in torch. The metrics follow: the streamed ones of every map, the
+        singular values of the stored maps, and the choices of the head means once
+        ``choice_step`` layers (or the last) are pending.
         """
         a = weights.to(torch.float16).cpu()
         if self.attn is not None:
@@ -395,6 +424,20 @@ class _PromptGroup:
             for head, head_map in enumerate(a.numpy()):
                 self.metrics[layer, head] = metrics.streamed_metrics(head_map, self.layout)
             self.metrics[layer, self.num_heads] = metrics.streamed_metrics(mean.numpy(), self.layout)
+            if self.attn is not None:
+                self.singular[layer, : self.num_heads] = singular_values(a)
+            self.singular[layer, self.num_heads] = singular_values(mean[None])[0]
+            self.pending.append((layer, mean.numpy()))
+            if len(self.pending) == self.choice_step or layer == self.num_layers - 1:
+                self._measure_choices()
+
+    def _measure_choices(self) -> None:
+        """The choices of the pending head means, vectorised over their layers."""
+        layers = [layer for layer, _ in self.pending]
+        ann = self.prompt.annotation
+        maps = np.stack([mean for _, mean in self.pending])
+        self.choices[layers] = choices.stored_choices(maps, ann.token_segment, ann.token_shot)
+        self.pending.clear()
 
     def finish(self) -> None:
         """Close the per-layer arrays, write the whole-prompt arrays, then the group (complete)."""
@@ -407,6 +450,8 @@ class _PromptGroup:
         self._write_whole("thesis_word_attn_sum", self.thesis_word_sum)
         if self.with_metrics:
             self._write_whole("metrics", self.metrics)
+            self._write_whole("singular_values", self.singular)
+            self._write_whole("choices", self.choices)
         io.write_zarr_group(self.directory, self._attributes())
 
     def _attributes(self) -> dict[str, Any]:
@@ -474,8 +519,9 @@ def extract(
     """Capture every prompt's attention maps into the Zarr store at ``path``.
 
     ``attrs`` become the root attributes and must hold ``config_digest``. With
-    ``with_metrics=False`` only the maps are stored (no ``metrics`` arrays: the
-    benchmark's capture + write figure). ``kernel``: the capture route (:func:`capture`).
+    ``with_metrics=False`` only the maps are stored (no ``metrics``, ``singular_values``
+    or ``choices`` arrays: the benchmark's capture + write figure). ``kernel``: the capture
+    route (:func:`capture`).
     Returns the counts of prompts computed and resumed.
     """
     config = model.config
@@ -489,6 +535,8 @@ def extract(
         "num_kv_heads": num_kv_heads,
         "kv_head": variants.kv_head_index(num_heads, num_kv_heads).tolist(),
         "metrics": list(metrics.STREAMED),
+        "choices": list(choices.CHOICES),
+        "choice_metrics": list(choices.STORED),
         "prompts": [{"group": p.group, "prompt_id": p.prompt_id, "target": p.target} for p in inputs],
     }
     final, tmp = Path(path), partial_path(path)

@@ -39,8 +39,10 @@ distance the null is the same for both, so locality cancels: ≈ 0 when attentio
 on the distance, > 0 when it drops at shot boundaries (pooled masses rather than per-query
 ratios, which tiny null values make unstable).
 
-The metrics are vectorised over a prompt's layers: a store's table takes a fraction
-of the time of :func:`attnscope.metrics.metrics_table` (docs/attention.md gives the figure).
+The metrics are vectorised over a prompt's layers and computed in the capture
+(:mod:`attnscope.attention`) from the head-mean maps in memory, layers in chunks of
+:data:`CHUNK_VALUES` map values; each prompt group stores them in its ``choices`` array
+[layer, choice, :data:`STORED`], which :func:`choices_table` assembles into the table.
 """
 
 from __future__ import annotations
@@ -73,11 +75,13 @@ CHOICE_METRICS = (
 """The metric columns of the choices table, in order."""
 COLUMNS = ("prompt_index", "prompt_id", "target", "layer", "choice", "n_queries", *CHOICE_METRICS)
 """The columns of the choices table, in order."""
+STORED = ("n_queries", *CHOICE_METRICS)
+"""The last axis (``choice_metric``) of a prompt group's ``choices`` array, float64."""
 SMALL_VALUE = 0.1
 """The thesis's value domain of token-level attention, [0, 0.1] (ch. 8.2)."""
 CHUNK_VALUES = 1 << 22
-""":func:`choices_table` measures a prompt's layers in chunks of about this many map values,
-which bounds its float32 copies (16 MiB each) for long prompts of many layers."""
+"""The capture measures a prompt's layers in chunks of about this many map values, which
+bounds the float32 copies (16 MiB each) for long prompts of many layers."""
 
 
 def visible_tokens(choice: str, token_segment: Sequence[str]) -> np.ndarray:
@@ -265,35 +269,27 @@ def _shot_metrics(
     }
 
 
+def stored_choices(maps: np.ndarray, token_segment: Sequence[str], token_shot: Sequence[int]) -> np.ndarray:
+    """:func:`prompt_choices` of head-mean maps [layer, query, key] as a ``choices`` array
+    [layer, choice, :data:`STORED`] (``n_queries`` as float64)."""
+    values, n_queries = prompt_choices(maps, token_segment, token_shot)
+    return np.concatenate([n_queries[:, :, None].astype(np.float64), values], axis=2).transpose(1, 0, 2)
+
+
 def choices_table(path: str | os.PathLike) -> pd.DataFrame:
-    """An attention store's head-mean maps under every analysis choice: one row per prompt ×
-    layer × choice with the columns of :data:`COLUMNS`."""
+    """An attention store's head-mean maps under every analysis choice, assembled from each
+    prompt group's ``choices`` array: one row per prompt × layer × choice with the columns of
+    :data:`COLUMNS`."""
     frames = []
     for group in prompt_groups(open_store(path)):
-        attrs, head_mean = group.attrs, group["head_mean"]
-        segment, shot = attrs.get("token_segment", []), attrs.get("token_shot", [])
-        num_layers, n = head_mean.shape[:2]
-        if len(segment) != n or len(shot) != n:
-            raise ValueError(
-                f"{path}: prompt group {group.basename!r} has {n} tokens in head_mean but "
-                f"{len(segment)} token_segment and {len(shot)} token_shot labels"
-            )
-        step = max(1, CHUNK_VALUES // (n * n))
-        parts = [
-            prompt_choices(head_mean[start : start + step], segment, shot)
-            for start in range(0, num_layers, step)
-        ]
-        values = np.concatenate([v for v, _ in parts], axis=1)
-        n_queries = np.concatenate([q for _, q in parts], axis=1)
-        num_choices = len(CHOICES)
-        frame = pd.DataFrame(
-            values.transpose(1, 0, 2).reshape(-1, len(CHOICE_METRICS)), columns=list(CHOICE_METRICS)
-        )
+        attrs, stored = group.attrs, group["choices"][...]
+        num_layers, num_choices = stored.shape[:2]
+        frame = pd.DataFrame(stored[:, :, 1:].reshape(-1, len(CHOICE_METRICS)), columns=list(CHOICE_METRICS))
         frame.insert(0, "prompt_index", attrs["prompt_index"])
         frame.insert(1, "prompt_id", attrs["prompt_id"])
         frame.insert(2, "target", attrs["target"])
         frame.insert(3, "layer", np.repeat(np.arange(num_layers), num_choices))
         frame.insert(4, "choice", np.tile(CHOICES, num_layers))
-        frame.insert(5, "n_queries", n_queries.T.ravel())
+        frame.insert(5, "n_queries", stored[:, :, 0].ravel().astype(np.int64))
         frames.append(frame)
     return pd.concat(frames, ignore_index=True)

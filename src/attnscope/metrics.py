@@ -20,9 +20,10 @@ labels. Row averages run over rows i ≥ 1: row 0's only causal key is itself.
 - ``stable_rank``: ‖a‖²_F / σ₁², σ₁² by power iteration on aᵀa.
 - ``effective_rank``: exp of the entropy of the singular values normalised to sum 1
   (Roy & Vetterli 2007); ``epsilon_rank``: the smallest r with ‖a − a_r‖_F ≤ ε‖a‖_F,
-  as ``attnscope.theory.epsilon_rank``. Both need the full spectrum, so they are
-  computed from the store (:func:`spectral_ranks`): for the head mean of every prompt
-  and for every head of the prompts that keep their heads.
+  as ``attnscope.theory.epsilon_rank``. Both need the full spectrum: the capture stores
+  the singular values of every stored map (the head mean of every prompt, every head of the
+  prompts that keep their heads; ``attnscope.attention.singular_values``) and
+  :func:`spectral_ranks` turns them into the ranks, so ε can change without a capture.
 
 For the identity the stable and effective ranks are n and the ε-rank is ⌈n(1 − ε²)⌉ (every
 singular value is 1); for b uniform diagonal blocks all three are b.
@@ -41,7 +42,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
-from tqdm.auto import tqdm
 
 from attnscope.io import markdown_table
 from attnscope.stats import cluster_mean_interval
@@ -62,7 +62,7 @@ STREAMED = (
 )
 """Metrics computed for every map during the capture."""
 SPECTRAL = ("effective_rank", "epsilon_rank")
-"""Metrics from the full spectrum, computed from the stored maps."""
+"""Metrics from the full spectrum, computed from the stored singular values."""
 METRICS = STREAMED + SPECTRAL
 """The ``head`` value of the head-mean map in the metrics table."""
 
@@ -183,13 +183,6 @@ def stable_rank(a: np.ndarray) -> float:
     return frobenius / largest
 
 
-def singular_values(a: np.ndarray) -> np.ndarray:
-    """Singular values of a square map, descending (from the eigenvalues of a·aᵀ, float64)."""
-    a = as_float32(a).astype(np.float64)
-    squared = np.clip(np.linalg.eigvalsh(a @ a.T), 0.0, None)
-    return np.sqrt(squared[::-1])
-
-
 def effective_rank(sigma: np.ndarray) -> float:
     """exp(entropy of σ / Σσ) (Roy & Vetterli): n for n equal singular values, 1 for rank one."""
     total = sigma.sum()
@@ -199,9 +192,11 @@ def effective_rank(sigma: np.ndarray) -> float:
     return float(np.exp(-(p * np.log(p)).sum()))
 
 
-def spectral_ranks(a: np.ndarray, epsilon: float) -> np.ndarray:
-    """The :data:`SPECTRAL` metrics of one map: effective rank and ε-rank."""
-    sigma = singular_values(a)
+def spectral_ranks(sigma: np.ndarray, epsilon: float) -> np.ndarray:
+    """The :data:`SPECTRAL` metrics of one map from its singular values (descending):
+    effective rank and ε-rank; NaN for a map whose singular values were not computed (NaN)."""
+    if np.isnan(sigma).any():
+        return np.full(len(SPECTRAL), np.nan)
     return np.array([effective_rank(sigma), epsilon_rank(sigma, epsilon)])
 
 
@@ -312,27 +307,20 @@ def summary_markdown(summary: pd.DataFrame, title: str) -> str:
     )
 
 
-def metrics_table(path: str | os.PathLike, epsilon: float = 0.1, progress: bool = True) -> pd.DataFrame:
+def metrics_table(path: str | os.PathLike, epsilon: float = 0.1) -> pd.DataFrame:
     """An attention store's metrics, one row per prompt × layer × head (``head`` -1: the head mean).
 
-    The streamed metrics come from each group's ``metrics`` array; the spectral ranks are
-    computed here from the stored maps: ``head_mean`` of every prompt and ``attn`` of the
-    prompts that keep their heads (NaN for the other prompts' heads).
+    The streamed metrics are each group's ``metrics`` array; the spectral ranks come from its
+    ``singular_values`` (NaN for the heads of the prompts that do not keep them). No map is read.
     """
     root = open_store(path)
     num_heads, kv_head = root.attrs["num_heads"], root.attrs["kv_head"]
     frames = []
-    for group in tqdm(prompt_groups(root), desc="spectra", unit="prompt", disable=not progress):
-        streamed = group["metrics"][...]
-        num_layers = streamed.shape[0]
-        spectral = np.full((num_layers, num_heads + 1, len(SPECTRAL)), np.nan)
-        for layer in range(num_layers):
-            spectral[layer, num_heads] = spectral_ranks(group["head_mean"][layer], epsilon)
-            if "attn" in group:
-                heads = group["attn"][layer]
-                for head in range(num_heads):
-                    spectral[layer, head] = spectral_ranks(heads[head], epsilon)
+    for group in prompt_groups(root):
+        streamed, sigma = group["metrics"][...], group["singular_values"][...]
+        spectral = np.apply_along_axis(spectral_ranks, 2, sigma, epsilon)
         values = np.concatenate([streamed, spectral], axis=2)
+        num_layers = streamed.shape[0]
         layers, maps = np.meshgrid(np.arange(num_layers), np.arange(num_heads + 1), indexing="ij")
         heads = np.where(maps == num_heads, HEAD_MEAN, maps).ravel()
         frame = pd.DataFrame(values.reshape(-1, values.shape[2]), columns=list(METRICS))

@@ -1,8 +1,9 @@
 """The attention store: its layout, names and the one reader every consumer uses (torch-free).
 
 A store is a Zarr v3 group per model × variant × experiment. The root's attributes describe
-the run (model, variant, ``num_layers``, ``num_heads``, ``kv_head``, ``metrics``, ``prompts``:
-one entry per prompt with its ``group``, ``prompt_id`` and ``target``); each prompt is a child
+the run (model, variant, ``num_layers``, ``num_heads``, ``kv_head``, ``metrics``, ``choices``,
+``choice_metrics``, ``prompts``: one entry per prompt with its ``group``, ``prompt_id`` and
+``target``); each prompt is a child
 group (``"000"``, ...) whose arrays carry the named dimensions of :data:`DIMENSIONS` and whose
 attributes label every token with a segment of :data:`SEGMENTS`.
 """
@@ -32,7 +33,7 @@ SEGMENTS = (TEMPLATE, INSTRUCTION_SEGMENT, SHOT_WORD, SHOT_CLUE, TARGET, GENERAT
 # The segments made of words: word-level maps, plotted tokens and the value domain use these.
 WORD_SEGMENTS = (SHOT_WORD, SHOT_CLUE, TARGET, GENERATED)
 
-STORE_VERSION = 4
+STORE_VERSION = 5
 """The layout version a store records at its root (``store_version``); readers refuse others."""
 
 # The ``head`` (metrics tables) / ``map`` (stores) index of the head-mean map.
@@ -47,6 +48,8 @@ DIMENSIONS = {
     "thesis_word_attn_sum": ("layer", "query_thesis_word", "key_thesis_word"),
     "cosine": ("query", "key"),
     "metrics": ("layer", "map", "metric"),
+    "singular_values": ("layer", "map", "singular_value"),
+    "choices": ("layer", "choice", "choice_metric"),
 }
 
 
@@ -74,6 +77,8 @@ def _prompt_dataset(ds: xr.Dataset, root: Mapping[str, Any]) -> xr.Dataset:
         "kv_head": ("head", np.asarray(root["kv_head"])),
         "map": np.append(np.arange(root["num_heads"]), HEAD_MEAN),
         "metric": list(root["metrics"]),
+        "choice": list(root["choices"]),
+        "choice_metric": list(root["choice_metrics"]),
     }
     for side in ("query", "key"):
         coords[side] = np.arange(n)
@@ -99,9 +104,10 @@ def open_attention(path: str | os.PathLike) -> xr.DataTree:
     """Open a store lazily as an ``xarray.DataTree``: one child per prompt group (``"000"``, ...).
 
     Each child's Dataset has ``attn`` (prompts that keep heads), ``head_mean``,
-    ``word_attn_sum``, ``word_attn_mean_query``, ``thesis_word_attn_sum``, ``cosine`` and
-    ``metrics`` with named dimensions (layer, head, query, key, query_word, key_word,
-    query_thesis_word, key_thesis_word, map, metric) and token coordinates (``query_token``,
+    ``word_attn_sum``, ``word_attn_mean_query``, ``thesis_word_attn_sum``, ``cosine``,
+    ``metrics``, ``singular_values`` and ``choices`` with named dimensions (layer, head, query,
+    key, query_word, key_word, query_thesis_word, key_thesis_word, map, metric,
+    singular_value, choice, choice_metric) and token coordinates (``query_token``,
     ``query_segment``, ``query_shot``, ``query_token_word``, the same for ``key``;
     ``query_word_text``, ``query_thesis_word_text`` etc. for the words). Arrays are read from
     disk only when indexed or loaded. The root's attributes are the store's: model,
