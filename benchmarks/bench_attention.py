@@ -8,7 +8,10 @@ median over the rounds of each round's ratio to the reference (robust to the loa
 a plain eager forward of the whole model (the reference), the decoder-only forward that
 the capture runs, the naive way (output_attentions=True, float16, zstd-3 Zarr), the
 streaming capture + Zarr write of the maps (attn, head_mean, word maps, cosine), and the
-full extraction the rule runs (the same plus the streamed metrics of every map); then the
+full extraction the rule runs (the same plus every metric: the streamed metrics of every
+map, the singular values of every stored map, the analysis choices), on the prompt keeping
+its heads (``keep_heads``: one target per experiment in the default config) and on the same
+prompt storing head means only (every other prompt of the rule); then the
 ``sdpa`` route: the decoder-only forward with SDPA and the full extraction with SDPA and
 the maps recomputed from queries and keys (``attention.kernel: sdpa``). The
 stores are written under benchmarks/out (the disk the workflow writes to), each removed
@@ -38,17 +41,21 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import torch
 import yaml
 import zarr
+from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import OUT, best_of, embedded_model_dir, write  # noqa: E402
 
-from attnscope import attention, data, io, models, prompts  # noqa: E402
+from attnscope import attention, choices, data, io, metrics, models, prompts  # noqa: E402
 from attnscope.store import open_store, prompt_groups  # noqa: E402
 
 TARGET = "Ant"
@@ -58,6 +65,7 @@ MODES = (
     "naive",
     "capture_write",
     "extract",
+    "extract_head_means",
     "forward_decoder_sdpa",
     "extract_sdpa",
 )
@@ -94,6 +102,7 @@ class Runner:
     def __init__(self, loaded: models.LoadedModel, table, workdir: Path):
         self.model, self.workdir = loaded.model, workdir
         self.inputs = attention.prompt_inputs(table, loaded.tokenizer, keep_heads="all")
+        self.inputs_head_means = attention.prompt_inputs(table, loaded.tokenizer, keep_heads=[])
         self.ids = torch.tensor([self.inputs[0].annotation.input_ids])
 
     def store(self, name: str) -> Path:
@@ -122,13 +131,111 @@ class Runner:
         else:
             attention.extract(
                 self.model,
-                self.inputs,
+                self.inputs_head_means if mode == "extract_head_means" else self.inputs,
                 self.store(mode),
                 {"config_digest": "bench"},
                 with_metrics=mode != "capture_write",
                 progress=False,
                 kernel="sdpa" if mode == "extract_sdpa" else "eager",
             )
+
+
+PHASES = {
+    "input cosine": (attention, "input_cosine"),
+    "layer hooks (all below)": (attention._PromptGroup, "add_layer"),
+    "  shard writes (attn, head_mean)": (io.ShardWriter, "write"),
+    "  word maps": (attention, "word_maps"),
+    "  streamed metrics": (metrics, "streamed_metrics"),
+    "  singular values": (attention, "singular_values"),
+    "  analysis choices": (choices, "stored_choices"),
+    "create (arrays)": (attention._PromptGroup, "create"),
+    "finish (whole arrays, group)": (attention._PromptGroup, "finish"),
+}
+"""The functions a profiled extraction times (wrapped with a timer in place): where its
+seconds go beside the forward pass."""
+
+
+@contextmanager
+def timed_phases() -> Iterator[dict[str, float]]:
+    """Accumulate wall seconds in each of :data:`PHASES` while the block runs."""
+    seconds = dict.fromkeys(PHASES, 0.0)
+    originals = {name: getattr(owner, attr) for name, (owner, attr) in PHASES.items()}
+
+    def timer(name: str, fn):
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                seconds[name] += time.perf_counter() - start
+
+        return timed
+
+    for name, (owner, attr) in PHASES.items():
+        setattr(owner, attr, timer(name, originals[name]))
+    try:
+        yield seconds
+    finally:
+        for name, (owner, attr) in PHASES.items():
+            setattr(owner, attr, originals[name])
+
+
+def profile(runner: Runner, repeats: int) -> dict:
+    """Seconds per phase of the two extractions (median of ``repeats`` runs, each beside a
+    decoder-only forward): the rest of the wall time is the forward pass itself."""
+    rows = {}
+    for mode in ("extract", "extract_head_means"):
+        runs, forwards = [], []
+        for _ in range(repeats):
+            forwards.append(best_of(1, lambda: runner.run("forward_decoder"))[0])
+            runner.clear(mode)
+            with timed_phases() as seconds:
+                total = best_of(1, lambda m=mode: runner.run(m))[0]
+            hooks = seconds["layer hooks (all below)"]
+            inside = sum(v for k, v in seconds.items() if k.startswith("  "))
+            runs.append(
+                {
+                    **seconds,
+                    "  casts, head sum, rest of the hooks": hooks - inside,
+                    "forward pass (the rest)": total
+                    - sum(v for k, v in seconds.items() if not k.startswith("  ")),
+                    "total": total,
+                }
+            )
+        forward = float(np.median(forwards))
+        rows[mode] = {
+            "decoder_forward_seconds": round(forward, 4),
+            "seconds": {k: round(float(np.median([r[k] for r in runs])), 4) for k in runs[0]},
+            "over_decoder_forward": {
+                k: round(float(np.median([r[k] for r in runs])) / forward, 3) for k in runs[0]
+            },
+        }
+    return rows
+
+
+def svd_seconds(heads: np.ndarray, means: np.ndarray, repeats: int) -> dict[str, float]:
+    """Best time to decompose one prompt's maps (every layer's heads [layer, head, query, key]
+    and head means [layer, query, key]): the capture's route (numpy's LAPACK on the rule's
+    threads, head means batched over layers), the same on one thread, and the previous route
+    (torch's batched ``svdvals`` per layer's heads, each head mean on its own)."""
+    workers = torch.get_num_threads()
+
+    def capture(threads: int) -> None:
+        for layer in heads:
+            attention.singular_values(layer, threads)
+        attention.singular_values(means, threads)
+
+    def torch_svdvals() -> None:
+        for layer, mean in zip(heads, means):
+            torch.linalg.svdvals(torch.from_numpy(layer).double())
+            torch.linalg.svdvals(torch.from_numpy(mean[None]).double())
+
+    with threadpool_limits(limits=1, user_api="blas"):  # as in the capture
+        return {
+            f"numpy_{workers}_threads": round(best_of(repeats, lambda: capture(workers))[0], 4),
+            "numpy_1_thread": round(best_of(repeats, lambda: capture(1))[0], 4),
+            "torch_svdvals": round(best_of(repeats, torch_svdvals)[0], 4),
+        }
 
 
 def encode_seconds(maps: np.ndarray, repeats: int) -> float:
@@ -161,6 +268,7 @@ def time_modes(loaded, shots: int, repeats: int, workdir: Path) -> dict:
     reference = torch.stack([a[0] for a in out.attentions]).to(torch.float16)
     stored = open_store(workdir / "extract.zarr")["000"]["attn"][...]
     encode = encode_seconds(stored, repeats)
+    means = open_store(workdir / "extract.zarr")["000"]["head_mean"][...]
     return {
         "shots": shots,
         "tokens": n,
@@ -186,6 +294,8 @@ def time_modes(loaded, shots: int, repeats: int, workdir: Path) -> dict:
             best["extract_sdpa"] / best["forward_decoder_sdpa"], 3
         ),
         "encode_seconds": round(encode, 4),
+        "profile": profile(runner, min(repeats, 5)),
+        "singular_values_seconds": svd_seconds(stored, means, min(repeats, 5)),
         "encode_over_decoder_forward": round(encode / best["forward_decoder"], 3),
     }
 
@@ -316,6 +426,16 @@ def main() -> None:
             cells = [f"{ratios[m]:.2f}×" for m in MODES]
             print("| " + " | ".join(map(str, [row["shots"], row["tokens"], reference, *cells])) + " |")
     print("(median over the rounds of each round's ratio)")
+    for row in timing:
+        print(f"\nk = {row['shots']} ({row['tokens']} tokens): where the extraction's seconds go")
+        print("| phase | " + " | ".join(row["profile"]) + " |\n|---|---|---|")
+        runs = list(row["profile"].values())
+        for phase in runs[0]["seconds"]:
+            cells = [f"{r['seconds'][phase]:.3f} s ({r['over_decoder_forward'][phase]:.2f}×)" for r in runs]
+            print(f"| {phase} | " + " | ".join(cells) + " |")
+        print("(median of 5 runs; in brackets: over the decoder-only forward's median beside them)")
+        svd = ", ".join(f"{route} {sec:.3f} s" for route, sec in row["singular_values_seconds"].items())
+        print(f"singular values of the prompt's {row['tokens']}-token maps (best of 5): {svd}")
     stores = workflow_stores(args.stores) if args.stores.is_dir() else []
     if stores:
         print(f"\n| store under {args.stores} | tokens | attn bytes / raw f32 |\n|---|---|---|")

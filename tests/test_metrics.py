@@ -13,7 +13,7 @@ from attnscope import attention, metrics, stats, theory
 
 def singular_values(a: np.ndarray) -> np.ndarray:
     """One map's singular values as the capture computes them (attention.singular_values)."""
-    return attention.singular_values(torch.as_tensor(np.asarray(a, dtype=np.float64))[None])[0]
+    return attention.singular_values(np.asarray(a, dtype=np.float64)[None])[0]
 
 
 def uniform_causal(n: int) -> np.ndarray:
@@ -147,14 +147,16 @@ def test_ranks_agree_with_the_theory_module_and_the_svd():
 
 
 def test_batched_singular_values_are_each_maps_svd():
-    """Float16 maps [map, query, key] in groups of ``chunk_bytes``: each map's SVD in float64."""
+    """Float16 maps [map, query, key] in groups of ``chunk_bytes``, on one to three threads:
+    each map's SVD in float64, in the maps' order."""
     rng = np.random.default_rng(5)
     maps = np.stack([random_causal(rng, 30) for _ in range(5)])
     expected = np.stack([np.linalg.svd(a.astype(np.float64), compute_uv=False) for a in maps])
     for chunk_bytes in (1, 2 * 8 * 30 * 30, 1 << 24):  # one map, two maps, all at once per group
-        got = attention.singular_values(torch.from_numpy(maps), chunk_bytes)
-        assert got.dtype == np.float64
-        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-14)
+        for workers in (1, 2, 3):
+            got = attention.singular_values(torch.from_numpy(maps), workers, chunk_bytes)
+            assert got.dtype == np.float64
+            np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-14)
 
 
 def test_streamed_metrics_are_the_individual_metrics_in_order():

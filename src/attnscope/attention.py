@@ -70,6 +70,7 @@ import logging
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache, partial
@@ -206,14 +207,28 @@ def input_cosine(model: PreTrainedModel, input_ids: Sequence[int]) -> np.ndarray
         return (vectors @ vectors.T).cpu().numpy()
 
 
-def singular_values(maps: torch.Tensor, chunk_bytes: int = CHUNK_BYTES) -> np.ndarray:
-    """Singular values (descending) of float16 maps [map, query, key], in float64 (LAPACK's
-    SVD, batched over maps in groups of at most ``chunk_bytes`` of float64 copies)."""
+def singular_values(
+    maps: np.ndarray | torch.Tensor, workers: int = 1, chunk_bytes: int = CHUNK_BYTES
+) -> np.ndarray:
+    """Singular values (descending) of maps [map, query, key] in float64: LAPACK's SVD
+    through numpy, which releases the GIL, so ``workers`` threads decompose groups of maps
+    side by side (torch's batched SVD runs the maps one after another, and its threaded
+    SVD of one map was measured slower than one thread: docs/attention.md). Groups hold at
+    most ``chunk_bytes`` of float64 copies."""
+    maps = np.asarray(maps)
     n = maps.shape[-1]
-    step = max(1, chunk_bytes // (8 * n * n))
-    return torch.cat(
-        [torch.linalg.svdvals(maps[i : i + step].double()) for i in range(0, len(maps), step)]
-    ).numpy()
+    step = max(1, min(chunk_bytes // (8 * n * n), -(-len(maps) // workers)))
+    groups = [maps[i : i + step] for i in range(0, len(maps), step)]
+    spectra = partial(np.linalg.svd, compute_uv=False)
+    to_float64 = partial(np.asarray, dtype=np.float64)
+    mapped = _svd_pool(workers).map if workers > 1 and len(groups) > 1 else map
+    return np.concatenate(list(mapped(lambda group: spectra(to_float64(group)), groups)))
+
+
+@cache
+def _svd_pool(workers: int) -> ThreadPoolExecutor:
+    """The threads :func:`singular_values` decomposes on (idle between prompts)."""
+    return ThreadPoolExecutor(workers, thread_name_prefix="attnscope-svd")
 
 
 class LayerCapture:
@@ -349,10 +364,12 @@ class _PromptGroup:
         num_layers: int,
         num_heads: int,
         with_metrics: bool = True,
+        workers: int = 1,
     ):
         ann = prompt.annotation
         self.directory, self.prompt = store / prompt.group, prompt
         self.num_layers, self.num_heads, self.with_metrics = num_layers, num_heads, with_metrics
+        self.workers = workers
         self.cosine = cosine.astype(np.float16)
         self.layout = metrics.MapLayout(
             np.asarray(ann.token_shot), np.asarray(ann.token_segment), self.cosine
@@ -369,7 +386,7 @@ class _PromptGroup:
         self.singular = np.full((num_layers, num_heads + 1, n), np.nan)
         self.choices = np.full((num_layers, len(choices.CHOICES), len(choices.STORED)), np.nan)
         self.choice_step = max(1, choices.CHUNK_VALUES // (n * n))
-        self.pending: list[tuple[int, np.ndarray]] = []  # head means awaiting the choices
+        self.pending: list[tuple[int, np.ndarray]] = []  # head means awaiting their SVDs and choices
 
     def create(self) -> None:
         """Create the per-layer arrays; their chunks come with the layers. The group's own
@@ -404,8 +421,8 @@ class _PromptGroup:
         mean is the mean of the stored values, and no float32 copy of the layer is made), and,
         for the prompts that keep heads, transposed to heads-last chunk by chunk; the casts,
         sums and copies run in torch. The metrics follow: the streamed ones of every map, the
-        singular values of the stored maps, and the choices of the head means once
-        ``choice_step`` layers (or the last) are pending.
+        singular values of the stored heads, and the singular values and choices of the head
+        means once ``choice_step`` layers (or the last) are pending.
         """
         a = weights.to(torch.float16).cpu()
         if self.attn is not None:
@@ -425,17 +442,17 @@ class _PromptGroup:
                 self.metrics[layer, head] = metrics.streamed_metrics(head_map, self.layout)
             self.metrics[layer, self.num_heads] = metrics.streamed_metrics(mean.numpy(), self.layout)
             if self.attn is not None:
-                self.singular[layer, : self.num_heads] = singular_values(a)
-            self.singular[layer, self.num_heads] = singular_values(mean[None])[0]
+                self.singular[layer, : self.num_heads] = singular_values(a, self.workers)
             self.pending.append((layer, mean.numpy()))
             if len(self.pending) == self.choice_step or layer == self.num_layers - 1:
-                self._measure_choices()
+                self._measure_head_means()
 
-    def _measure_choices(self) -> None:
-        """The choices of the pending head means, vectorised over their layers."""
+    def _measure_head_means(self) -> None:
+        """The singular values and choices of the pending head means, batched over their layers."""
         layers = [layer for layer, _ in self.pending]
         ann = self.prompt.annotation
         maps = np.stack([mean for _, mean in self.pending])
+        self.singular[layers, self.num_heads] = singular_values(maps, self.workers)
         self.choices[layers] = choices.stored_choices(maps, ann.token_segment, ann.token_shot)
         self.pending.clear()
 
@@ -544,13 +561,14 @@ def extract(
     root = _open_partial(tmp, root_attrs)
     done = {p.group for p in inputs if p.group in root and root[p.group].attrs.get("complete")}
     device = next(model.parameters()).device
+    workers = torch.get_num_threads()  # the rule's threads: idle in the forward while a hook runs
     with _blas().limit(limits=1, user_api="blas"):  # numpy's BLAS in the metrics, one map at a time
         for prompt in tqdm(inputs, desc="attention", unit="prompt", disable=not progress):
             if prompt.group in done:
                 continue
             ids = prompt.annotation.input_ids
             cosine = input_cosine(model, ids)
-            group = _PromptGroup(tmp, prompt, cosine, num_layers, num_heads, with_metrics)
+            group = _PromptGroup(tmp, prompt, cosine, num_layers, num_heads, with_metrics, workers)
             group.create()
             with torch.inference_mode(), capture(model, group.add_layer, kernel):
                 model.model(input_ids=torch.tensor([ids], device=device), use_cache=False)
