@@ -7,7 +7,9 @@ Runs `snakemake --cores N` on this checkout's config.yaml and sample data in a n
 directory (nothing cached: the model is prepared from the GGUF, every job runs), then the
 same command again, which must run no job. With ``--compare DIR`` (the working directory of
 an earlier cold run), also checks determinism: every Parquet table byte-identical and
-every Zarr array equal. Writes benchmarks/out/workflow.json, with the cold run's profile:
+every Zarr array equal. Writes benchmarks/out/workflow.json, with the 1-minute load average
+before and after the cold run (other jobs on the machine slow it: the run alone reads ~N),
+and the cold run's profile:
 per rule its jobs, their summed wall and CPU seconds (the Snakemake benchmark TSVs), and how
 long the run had 0, 1, 2, … jobs running (the Snakemake log's start and finish lines).
 """
@@ -147,7 +149,9 @@ def main() -> None:
     if not (workdir / "data").exists():
         os.symlink(REPO / "data", workdir / "data")
 
+    load_before = os.getloadavg()[0]  # other processes' load: the run's own reads ~cores
     cold_s, cold_log = snakemake(workdir, args.cores)
+    load_after = os.getloadavg()[0]
     jobs = cold_log.count("Finished jobid")
     noop_s, noop_log = snakemake(workdir, args.cores)
     result = {
@@ -156,6 +160,7 @@ def main() -> None:
         "workdir": str(workdir),
         "cold_run_s": round(cold_s, 1),
         "cold_run_jobs": jobs,
+        "load_average_1min_before_after": [round(load_before, 2), round(load_after, 2)],
         "noop_rerun_s": round(noop_s, 2),
         "noop_rerun_jobs": noop_log.count("Finished jobid"),
         "cold_run_profile": profile(workdir),
