@@ -1,7 +1,7 @@
 """Attention capture into Zarr on the embedded model: time, extra peak memory, stored bytes.
 
     python benchmarks/bench_attention.py [--repeats 15] [--shots 3 8] [--memory-shots 8 24]
-        [--stores results/attention]
+        [--experiment-repeats 3] [--stores results/attention]
 
 Time: per prompt (target Ant, k shots), alternating in one run, best of ``--repeats`` and the
 median over the rounds of each round's ratio to the reference (robust to the load drifting):
@@ -16,6 +16,11 @@ prompt storing head means only (every other prompt of the rule); then the
 the maps recomputed from queries and keys (``attention.kernel: sdpa``). The
 stores are written under benchmarks/out (the disk the workflow writes to), each removed
 before its timed run, as a rule writes a fresh one.
+
+Experiment: the extraction of one experiment as the rule runs it (the sample's 30 Animals
+targets, heads kept for Ant, every metric; no generated clue appended) with and without the
+shared prefix (``attention.share_prefix``), alternating with the decoder-only forwards of its
+prompts one by one; medians over ``--experiment-repeats`` rounds.
 
 Memory: each mode in a fresh subprocess per prompt length, after a warm-up of the mode
 on a one-shot prompt: the peak resident memory (VmHWM, reset before each run through
@@ -75,11 +80,60 @@ follows the live buffers (the default dynamic threshold keeps freed buffers resi
 MEMORY_KEYS = ("shots", "tokens", "mode", "extra_peak_mib", "layer_attention_mib", "extra_over_layer")
 
 
-def prompt_table(tokenizer, k: int):
+def prompt_table(tokenizer, k: int, targets: list[str] | None = None):
+    """The prompt of ``TARGET`` (or of ``targets``) in an Animals experiment with k shots."""
     config = yaml.safe_load(Path("config.yaml").read_text())
     clues, _ = data.import_clues(config["data"]["clue_files"])
     spec = {"category": "Animals", "k": k, "seed": 0}
-    return prompts.build_prompts(clues, f"animals-k{k}", spec, [TARGET], tokenizer)
+    return prompts.build_prompts(clues, f"animals-k{k}", spec, targets or [TARGET], tokenizer)
+
+
+def experiment_seconds(loaded: models.LoadedModel, k: int, repeats: int, workdir: Path) -> dict:
+    """One experiment's extraction as the rule runs it (the sample's Animals targets, heads
+    kept for ``TARGET``, every metric) with and without the shared prefix, alternating, beside
+    the decoder-only forwards of its prompts one by one; medians over ``repeats`` rounds."""
+    config = yaml.safe_load(Path("config.yaml").read_text())
+    targets = data.read_target_list(config["data"]["targets"]["Animals"], "Animals", "bench").words
+    table = prompt_table(loaded.tokenizer, k, targets)
+    inputs = attention.prompt_inputs(table, loaded.tokenizer, keep_heads=[TARGET])
+    shared = attention.shared_prefix(loaded.model, inputs, "eager")
+    ids = [torch.tensor([p.annotation.input_ids]) for p in inputs]
+
+    def forwards() -> None:
+        with torch.inference_mode():
+            for prompt in ids:
+                loaded.model.model(input_ids=prompt, use_cache=False)
+
+    def run(share: bool) -> float:
+        shutil.rmtree(workdir / f"experiment-{share}.zarr", ignore_errors=True)
+        start = time.perf_counter()
+        attention.extract(
+            loaded.model,
+            inputs,
+            workdir / f"experiment-{share}.zarr",
+            {"config_digest": "bench"},
+            progress=False,
+            share_prefix=share,
+        )
+        return time.perf_counter() - start
+
+    rounds = []
+    for _ in range(repeats):
+        forward = best_of(1, forwards)[0]
+        rounds.append({"forwards": forward, "shared": run(True), "whole": run(False)})
+    median = {key: float(np.median([r[key] for r in rounds])) for key in rounds[0]}
+    return {
+        "shots": k,
+        "prompts": len(inputs),
+        "tokens": [min(len(i[0]) for i in ids), max(len(i[0]) for i in ids)],
+        "shared_prefix_tokens": len(shared.prefix.ids) if shared else 0,
+        "seconds": {key: round(value, 3) for key, value in median.items()},
+        "median_round_ratio": {
+            "shared_over_whole": round(float(np.median([r["shared"] / r["whole"] for r in rounds])), 3),
+            "shared_over_forwards": round(float(np.median([r["shared"] / r["forwards"] for r in rounds])), 3),
+            "whole_over_forwards": round(float(np.median([r["whole"] / r["forwards"] for r in rounds])), 3),
+        },
+    }
 
 
 def naive_write(model, ids: torch.Tensor, path: Path) -> None:
@@ -396,6 +450,7 @@ def main() -> None:
     parser.add_argument("--memory-shots", type=int, nargs="+", default=[8, 24])
     parser.add_argument("--memory-repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--experiment-repeats", type=int, default=3)
     parser.add_argument(
         "--stores", type=Path, default=Path("results/attention"), help="a workflow run's attention stores"
     )
@@ -405,6 +460,7 @@ def main() -> None:
     OUT.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=OUT) as tmp:  # on the disk the workflow writes to
         timing = [time_modes(loaded, k, args.repeats, Path(tmp)) for k in args.shots]
+        experiments = [experiment_seconds(loaded, k, args.experiment_repeats, Path(tmp)) for k in args.shots]
     mem = memory(args.memory_shots, args.memory_repeats, args.threads, loaded.model.config)
     header = ["k", "tokens", *MODES, "stored / raw f32", "naive zstd-3 / raw f32", "f16 exact"]
     print("\n| " + " | ".join(header) + " |\n" + "|---" * len(header) + "|")
@@ -436,6 +492,20 @@ def main() -> None:
         print("(median of 5 runs; in brackets: over the decoder-only forward's median beside them)")
         svd = ", ".join(f"{route} {sec:.3f} s" for route, sec in row["singular_values_seconds"].items())
         print(f"singular values of the prompt's {row['tokens']}-token maps (best of 5): {svd}")
+    header = ["k", "prompts", "tokens", "prefix", "forwards", "extract, shared", "extract, whole", "ratio"]
+    print("\n| " + " | ".join(header) + " |\n" + "|---" * len(header) + "|")
+    for row in experiments:
+        sec, ratio = row["seconds"], row["median_round_ratio"]
+        print(
+            f"| {row['shots']} | {row['prompts']} | {row['tokens'][0]}-{row['tokens'][1]} | "
+            f"{row['shared_prefix_tokens']} | {sec['forwards']:.2f} s | {sec['shared']:.2f} s "
+            f"({ratio['shared_over_forwards']:.2f}×) | {sec['whole']:.2f} s "
+            f"({ratio['whole_over_forwards']:.2f}×) | {ratio['shared_over_whole']:.3f} |"
+        )
+    print(
+        "(an experiment's extraction, median of --experiment-repeats rounds; in brackets: over its "
+        "prompts' decoder forwards; ratio: shared over whole)"
+    )
     stores = workflow_stores(args.stores) if args.stores.is_dir() else []
     if stores:
         print(f"\n| store under {args.stores} | tokens | attn bytes / raw f32 |\n|---|---|---|")
@@ -451,6 +521,7 @@ def main() -> None:
             "command": "python benchmarks/bench_attention.py",
             "repeats": args.repeats,
             "timing": timing,
+            "experiments": experiments,
             "memory": mem,
             "workflow_stores": stores,
             "memory_method": "peak RSS (VmHWM, reset through /proc/self/clear_refs) of the mode minus "

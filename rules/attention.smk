@@ -4,7 +4,7 @@
 
 
 def attention_options(wildcards):
-    return {key: config["attention"][key] for key in ("append_clue", "keep_heads", "kernel")}
+    return {key: config["attention"][key] for key in ("append_clue", "keep_heads", "kernel", "share_prefix")}
 
 
 def attention_clues(wildcards):

@@ -48,11 +48,19 @@ attrs = io.job_metadata(
     **experiment_attrs(prompt_table),
     append_clue=options["append_clue"],
     kernel=options["kernel"],
+    share_prefix=options["share_prefix"],
     device=str(loaded.device),
     dtype=p.load["dtype"],
     notes=loaded.notes,
 )
-counts = attention.extract(loaded.model, inputs, snakemake.output.store, attrs, kernel=options["kernel"])
+counts = attention.extract(
+    loaded.model,
+    inputs,
+    snakemake.output.store,
+    attrs,
+    kernel=options["kernel"],
+    share_prefix=options["share_prefix"],
+)
 log.info(
     "%s: %d prompts computed, %d resumed from a partial store; %.1f MB (attn %.1f MB, head_mean %.1f MB)",
     snakemake.output.store,

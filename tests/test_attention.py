@@ -147,6 +147,57 @@ def test_sdpa_route_equals_eager_attention(fixture, sliding_window, request, sam
         assert float(recomputed[0][:, n - 1, : n - sliding_window].abs().max()) == 0.0
 
 
+def arrays(path: Path) -> dict[str, np.ndarray]:
+    """Every array of a store, by its path."""
+    members = zarr.open_group(path, mode="r").members(max_depth=None)
+    return {name: node[...] for name, node in members if isinstance(node, zarr.Array)}
+
+
+@pytest.mark.parametrize(
+    ("fixture", "sliding_window", "kernel"),
+    [
+        ("tiny_llama", None, "eager"),
+        ("tiny_llama", None, "sdpa"),
+        ("tiny_mistral", 40, "eager"),
+        ("tiny_mistral", 40, "sdpa"),
+    ],
+)
+def test_a_shared_prefix_stores_what_whole_prompts_store(
+    fixture, sliding_window, kernel, request, sample_clues, tmp_path
+):
+    """The prompts' common prefix run once, each prompt run from its end behind the prefix's
+    KV cache: every array of the store equal to running each prompt whole (both kernels; a
+    sliding window shorter than the prefix)."""
+    model, tokenizer = request.getfixturevalue(fixture)
+    table = prompt_table(tokenizer, sample_clues, targets=["Ant", "Bee", "Fox"])
+    inputs = attention.prompt_inputs(table, tokenizer, clue_table(table, tokenizer), ["bee"])
+    previous = model.config.sliding_window if hasattr(model.config, "sliding_window") else None
+    model.config.sliding_window = sliding_window
+    try:
+        shared = attention.shared_prefix(model, inputs, kernel)
+        length = len(shared.prefix.ids)
+        assert (sliding_window or 0) < length < min(len(p.annotation.input_ids) for p in inputs)
+        assert [m.shape[1:] for m in shared.maps] == [(length, length)] * model.config.num_hidden_layers
+        stores = {}
+        for share in (True, False):
+            stores[share] = tmp_path / f"{share}.zarr"
+            attention.extract(
+                model,
+                inputs,
+                stores[share],
+                {"config_digest": "t"},
+                progress=False,
+                kernel=kernel,
+                share_prefix=share,
+            )
+    finally:
+        model.config.sliding_window = previous
+    shared_arrays, whole = arrays(stores[True]), arrays(stores[False])
+    assert shared_arrays.keys() == whole.keys() and "001/attn" in whole
+    for name, values in whole.items():
+        np.testing.assert_array_equal(shared_arrays[name], values, err_msg=name)
+
+
 def test_recomputed_chunks_give_the_whole_map(tiny_mistral):
     model, _ = tiny_mistral
     module = model.model.layers[0].self_attn
@@ -665,6 +716,41 @@ def test_embedded_model_sdpa_route_equals_eager(embedded_model_dir, sample_clues
         )
     np.testing.assert_allclose(sdpa["metrics"][...], eager["metrics"][...], rtol=1e-3, atol=1e-4)
     assert loaded.model.config._attn_implementation == "eager"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("k", [3, 8])
+def test_embedded_model_shared_prefix_stores_what_whole_prompts_store(
+    embedded_model_dir, sample_clues, tmp_path, k
+):
+    """On SmolLM2 (30 layers), k = 3 and 8: the heads' maps within one float16 step of running
+    each prompt whole, their means within one step of values ≤ 1, the metrics as close as the
+    sdpa route's (a matrix product of the prefix's
+    rows rounds differently from one of the whole prompt's), the prefix rows identical in every
+    prompt (the whole route's own prefix rows differ by rounding)."""
+    loaded = models.load_model(embedded_model_dir)
+    spec = {"category": "Animals", "k": k, "seed": 0}
+    table = prompt_table(loaded.tokenizer, sample_clues, targets=["Ant", "Bee", "Fox"], spec=spec)
+    inputs = attention.prompt_inputs(table, loaded.tokenizer, clue_table(table, loaded.tokenizer), ["ant"])
+    length = len(attention.shared_prefix(loaded.model, inputs, "eager").prefix.ids)
+    assert length > 50
+    stores = {share: tmp_path / f"{share}.zarr" for share in (True, False)}
+    for share, path in stores.items():
+        attention.extract(
+            loaded.model, inputs, path, {"config_digest": "t"}, progress=False, share_prefix=share
+        )
+    shared, whole = arrays(stores[True]), arrays(stores[False])
+    assert shared.keys() == whole.keys() and "000/attn" in whole
+    for name, values in whole.items():
+        if name.endswith("attn"):  # non-negative float16: bit patterns order like values
+            steps = shared[name].view(np.uint16).astype(np.int32) - values.view(np.uint16).astype(np.int32)
+            assert np.abs(steps).max() <= 1, name
+        elif name.endswith("head_mean"):  # a mean of heads each within a step: a step of values ≤ 1
+            np.testing.assert_allclose(shared[name], values, rtol=0, atol=2**-10, err_msg=name)
+        else:
+            np.testing.assert_allclose(shared[name], values, rtol=1e-3, atol=1e-4, err_msg=name)
+    prefix_rows = [shared[f"{p.group}/head_mean"][:, :length, :length] for p in inputs]
+    assert all(np.array_equal(rows, prefix_rows[0]) for rows in prefix_rows)
 
 
 @pytest.mark.integration

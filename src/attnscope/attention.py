@@ -88,7 +88,7 @@ from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_f
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from zarr.codecs import BloscCodec
 
-from attnscope import choices, io, metrics, prompts, variants
+from attnscope import choices, generation, io, metrics, prompts, variants
 from attnscope.store import (  # noqa: F401 (open_attention, STORE_VERSION: public API)
     DIMENSIONS,
     STORE_VERSION,
@@ -100,6 +100,9 @@ log = logging.getLogger("attnscope")
 
 CHUNK_BYTES = 16 << 20
 """Largest ``attn`` chunk (long prompts get fewer heads per chunk)."""
+PREFIX_BYTES = 256 << 20
+"""Most float16 bytes of the shared prefix's maps (every layer) kept for reuse; a longer
+prefix is not shared."""
 
 # Every array of a prompt group is one shard file. ``attn`` and ``head_mean``
 # (``io.ShardWriter``) get one inner chunk per layer (all heads, fewer for long prompts:
@@ -353,6 +356,49 @@ def capture(model: PreTrainedModel, sink: Callable[[int, torch.Tensor], None], k
     return LayerCapture(model, sink) if kernel == "eager" else RecomputeCapture(model, sink)
 
 
+@dataclass
+class SharedPrefix:
+    """The prompts' common token prefix, run once: its KV cache and every layer's maps of its
+    rows [head, query, key] in float16, which causal attention makes the same in every prompt."""
+
+    prefix: generation.Prefix
+    maps: list[torch.Tensor]
+
+    def full_map(self, layer: int, rows: torch.Tensor) -> torch.Tensor:
+        """A prompt's float16 map [head, query, key] of ``layer`` from the prefix's rows and
+        the prompt's own ``rows`` [head, query after the prefix, key]."""
+        prefix = self.maps[layer]
+        length, n = prefix.shape[1], rows.shape[-1]
+        full = torch.zeros(prefix.shape[0], n, n, dtype=torch.float16)
+        full[:, :length, :length] = prefix
+        full[:, length:] = rows
+        return full
+
+    def sink(self, add_layer: Callable[[int, torch.Tensor], None]) -> Callable[[int, torch.Tensor], None]:
+        """A capture sink that hands ``add_layer`` the full maps of a prompt run from the prefix's end."""
+        return lambda layer, rows: add_layer(layer, self.full_map(layer, rows))
+
+
+def shared_prefix(model: PreTrainedModel, inputs: Sequence[PromptInput], kernel: str) -> SharedPrefix | None:
+    """Run the common token prefix of ``inputs`` once inside a capture (the KV cache from
+    :func:`attnscope.generation.prefill_prefix`); None for fewer than two prompts, no common
+    prefix or prefix maps over :data:`PREFIX_BYTES`."""
+    if len(inputs) < 2:
+        return None
+    length = generation.shared_prefix_length([p.annotation.input_ids for p in inputs])
+    num_layers, num_heads = model.config.num_hidden_layers, variants.attention_shape(model.config)[0]
+    if not length or num_layers * num_heads * length * length * 2 > PREFIX_BYTES:
+        return None
+    maps: dict[int, torch.Tensor] = {}
+
+    def keep(layer: int, weights: torch.Tensor) -> None:
+        maps[layer] = weights.to(torch.float16).cpu()
+
+    with capture(model, keep, kernel):
+        prefix = generation.prefill_prefix(model, inputs[0].annotation.input_ids[:length])
+    return SharedPrefix(prefix, [maps[layer] for layer in range(num_layers)])
+
+
 class _PromptGroup:
     """The arrays of one prompt's group, filled layer by layer from the forward hooks."""
 
@@ -532,13 +578,16 @@ def extract(
     with_metrics: bool = True,
     progress: bool = True,
     kernel: str = "eager",
+    share_prefix: bool = True,
 ) -> dict[str, int]:
     """Capture every prompt's attention maps into the Zarr store at ``path``.
 
     ``attrs`` become the root attributes and must hold ``config_digest``. With
     ``with_metrics=False`` only the maps are stored (no ``metrics``, ``singular_values``
     or ``choices`` arrays: the benchmark's capture + write figure). ``kernel``: the capture
-    route (:func:`capture`).
+    route (:func:`capture`). ``share_prefix``: run the prompts' common token prefix once
+    (:func:`shared_prefix`) and each prompt from its end, behind a copy of its KV cache (the
+    stored maps are the same; tested).
     Returns the counts of prompts computed and resumed.
     """
     config = model.config
@@ -560,18 +609,27 @@ def extract(
     final.parent.mkdir(parents=True, exist_ok=True)
     root = _open_partial(tmp, root_attrs)
     done = {p.group for p in inputs if p.group in root and root[p.group].attrs.get("complete")}
+    todo = [p for p in inputs if p.group not in done]
     device = next(model.parameters()).device
     workers = torch.get_num_threads()  # the rule's threads: idle in the forward while a hook runs
     with _blas().limit(limits=1, user_api="blas"):  # numpy's BLAS in the metrics, one map at a time
-        for prompt in tqdm(inputs, desc="attention", unit="prompt", disable=not progress):
-            if prompt.group in done:
-                continue
+        shared = shared_prefix(model, todo, kernel) if share_prefix else None
+        start = len(shared.prefix.ids) if shared else 0
+        for prompt in tqdm(todo, desc="attention", unit="prompt", disable=not progress):
             ids = prompt.annotation.input_ids
             cosine = input_cosine(model, ids)
             group = _PromptGroup(tmp, prompt, cosine, num_layers, num_heads, with_metrics, workers)
             group.create()
-            with torch.inference_mode(), capture(model, group.add_layer, kernel):
-                model.model(input_ids=torch.tensor([ids], device=device), use_cache=False)
+            sink, cache = group.add_layer, None
+            if shared:
+                sink = shared.sink(group.add_layer)
+                cache = generation.batch_cache(shared.prefix, 1)
+            with torch.inference_mode(), capture(model, sink, kernel):
+                model.model(
+                    input_ids=torch.tensor([ids[start:]], device=device),
+                    past_key_values=cache,
+                    use_cache=cache is not None,
+                )
             group.finish()
     if final.exists():
         shutil.rmtree(final)

@@ -121,7 +121,7 @@ def _left_padded(
     return input_ids, mask, positions
 
 
-def _batch_cache(prefix: Prefix | None, batch: int) -> DynamicCache:
+def batch_cache(prefix: Prefix | None, batch: int) -> DynamicCache:
     """An empty cache, or a copy of the prefix's cache for each of ``batch`` prompts."""
     if prefix is None:
         return DynamicCache()
@@ -235,7 +235,7 @@ def generate(
                 step_ids, mask, positions = _left_padded(
                     [prompts[i] for i in group], shared, tokenizer.pad_token_id, device
                 )
-                rows = _Rows(group, _batch_cache(prefix, len(group)), mask, step_ids, positions)
+                rows = _Rows(group, batch_cache(prefix, len(group)), mask, step_ids, positions)
                 for i in group:
                     started[i] = time.perf_counter()
             else:
