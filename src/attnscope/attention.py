@@ -215,9 +215,8 @@ def singular_values(
 ) -> np.ndarray:
     """Singular values (descending) of maps [map, query, key] in float64: LAPACK's SVD
     through numpy, which releases the GIL, so ``workers`` threads decompose groups of maps
-    side by side (torch's batched SVD runs the maps one after another, and its threaded
-    SVD of one map was measured slower than one thread: docs/attention.md). Groups hold at
-    most ``chunk_bytes`` of float64 copies."""
+    side by side (torch's batched SVD runs the maps one after another; the two routes side
+    by side: docs/attention.md). Groups hold at most ``chunk_bytes`` of float64 copies."""
     maps = np.asarray(maps)
     n = maps.shape[-1]
     step = max(1, min(chunk_bytes // (8 * n * n), -(-len(maps) // workers)))
@@ -615,6 +614,8 @@ def extract(
     with _blas().limit(limits=1, user_api="blas"):  # numpy's BLAS in the metrics, one map at a time
         shared = shared_prefix(model, todo, kernel) if share_prefix else None
         start = len(shared.prefix.ids) if shared else 0
+        if share_prefix:
+            log.info("shared prefix: %s", f"{start} tokens, run once" if shared else "none")
         for prompt in tqdm(todo, desc="attention", unit="prompt", disable=not progress):
             ids = prompt.annotation.input_ids
             cosine = input_cosine(model, ids)
