@@ -3,7 +3,7 @@
 
 import pandas as pd
 
-from attnscope import claims, evidence, io, report
+from attnscope import claims, evidence, io
 
 log = io.setup_script_logging(snakemake.log[0])
 layout = evidence.evidence_layout(**snakemake.params.claims)
@@ -26,19 +26,4 @@ meta = io.job_metadata(snakemake, digest, thresholds=thresholds, bands=bands)
 io.write_parquet(table, snakemake.output.table, meta)
 io.write_parquet(sensitivity, snakemake.output.sensitivity, meta)
 io.write_text(claims.claims_markdown(table, sensitivity, headers), snakemake.output.markdown)
-sections = [
-    (
-        f"{model} (experiment {rows['experiment'].iloc[0]})",
-        headers[model] + " " + ", ".join(f"{n} {v}" for v, n in rows["verdict"].value_counts().items()),
-        rows.drop(columns=["model", "claim", "experiment"]),
-    )
-    for model, rows in table.groupby("model", sort=False)
-]
-intro = (
-    "Each qualitative claim of the thesis (ch. 7.2.2, 8, 9.1), the metric that tests it, the estimate with "
-    "its 95 % interval (cluster bootstrap over target words), the verdict from the whole interval under the "
-    "thesis's own analysis choice, and whether every other choice agrees (robust)."
-)
-io.write_text(
-    report.html_page("Thesis claims against the measurements", sections, intro), snakemake.output.html
-)
+io.write_text(claims.claims_html(table, headers), snakemake.output.html)

@@ -3,13 +3,13 @@ table (Parquet + Markdown)."""
 
 import pandas as pd
 
-from attnscope import io, spectra
+from attnscope import comparison, io
 
 log = io.setup_script_logging(snakemake.log[0])
 params = snakemake.params
 wc = snakemake.wildcards
 trained, random = pd.read_parquet(snakemake.input.trained), pd.read_parquet(snakemake.input.random)
-table = spectra.compare_learned_random(trained, random)
+table = comparison.compare_learned_random(trained, random)
 upstream = [
     io.read_parquet_metadata(p)["config_digest"] for p in (snakemake.input.trained, snakemake.input.random)
 ]
@@ -22,6 +22,6 @@ meta = io.job_metadata(
 )
 io.write_parquet(table, snakemake.output.table, meta)
 title = f"{wc.model}: learned (trained) vs random ({params.random_variant}) weight spectra"
-io.write_text(spectra.comparison_markdown(table, title, meta["notes"]), snakemake.output.markdown)
+io.write_text(comparison.comparison_markdown(table, title, meta["notes"]), snakemake.output.markdown)
 for row in table[table["row_type"] == "observation"].itertuples():
     log.info("%s %s: ratio %.3g, holds=%s", row.matrix, row.statement, row.ratio, row.holds)

@@ -14,7 +14,7 @@ from scipy import stats
 from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
 from transformers.models.llama.modeling_llama import repeat_kv
 
-from attnscope import circuits, io, models, spectra
+from attnscope import circuits, comparison, io, matrices, models, spectra
 
 
 def tiny_llama(seed: int = 0, tied: bool = False, layers: int = 2, **overrides) -> LlamaForCausalLM:
@@ -89,7 +89,7 @@ def test_unknown_method_is_an_error():
 def test_weight_groups_cover_every_matrix_and_tied_embedding_once():
     model = tiny_llama(tied=True)
     groups = {g.matrix: g for g in spectra.weight_groups(model, include_embeddings=True)}
-    assert list(groups) == ["embed", *spectra.MATRIX_TYPES]
+    assert list(groups) == ["embed", *matrices.MATRIX_TYPES]
     assert (
         groups["q"].shape == (64, 64) and groups["k"].shape == (32, 64) and groups["down"].shape == (64, 96)
     )
@@ -304,7 +304,7 @@ def test_alignment_on_mistral_gqa_model():
 
 def fake_spectra(sum_sigma2: dict[str, float], sv_max: dict[str, float], layers: int = 3) -> pd.DataFrame:
     rows = []
-    for matrix in spectra.MATRIX_TYPES:
+    for matrix in matrices.MATRIX_TYPES:
         for layer in range(layers):
             s, sv = sum_sigma2.get(matrix, 100.0), sv_max.get(matrix, 1.0)
             rows.append(
@@ -328,17 +328,16 @@ def fake_spectra(sum_sigma2: dict[str, float], sv_max: dict[str, float], layers:
 def test_comparison_verdicts_follow_the_ratios():
     random = fake_spectra({}, {})
     thesis_like = fake_spectra({"q": 8.0, "k": 6.0, "v": 100.0}, {"q": 1.8, "k": 1.6, "v": 1.2})
-    df = spectra.compare_learned_random(thesis_like, random)
-    assert list(df.columns) == spectra.COMPARISON_COLUMNS
+    df = comparison.compare_learned_random(thesis_like, random)
+    assert list(df.columns) == comparison.COMPARISON_COLUMNS
     obs = df[df.row_type == "observation"].set_index(["matrix", "statement"])
     assert obs["holds"].all() and obs["in_thesis_range"].all()
     q_sum = df[(df.row_type == "measure") & (df.matrix == "q") & (df.statement.str.contains("Σσ²"))].iloc[0]
     assert q_sum.ratio == pytest.approx(0.08) and q_sum.trained == pytest.approx(8.0)
     opposite = fake_spectra({"q": 900.0, "k": 900.0, "v": 10.0}, {"q": 0.5, "k": 0.5, "v": 0.5})
-    assert (
-        not spectra.compare_learned_random(opposite, random).query("row_type == 'observation'")["holds"].any()
-    )
-    markdown = spectra.comparison_markdown(df, "test")
+    observed = comparison.compare_learned_random(opposite, random).query("row_type == 'observation'")
+    assert not observed["holds"].any()
+    markdown = comparison.comparison_markdown(df, "test")
     assert markdown.count("**yes**") == 6 and "| q | raw | mean Σσ² (‖W‖_F²) |" in markdown
     # a ratio over a zero random mean (no spikes at init) is undefined and shown as such
     assert "| q | raw | mean spikes above the fitted MP bulk (WW) | 0 | 0 | – |" in markdown
@@ -358,7 +357,7 @@ def test_zarr_round_trip_is_byte_identical(tmp_path: Path):
     assert set(back) == {
         "embed",
         "lm_head",
-        *spectra.MATRIX_TYPES,
+        *matrices.MATRIX_TYPES,
         *(f"{m}_folded" for m in circuits.NORM_OF),
     }
     np.testing.assert_array_equal(back["k"], np.sqrt(result.sigma2["k"]))

@@ -20,6 +20,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from attnscope.matrices import FORMS
 from attnscope.variants import attention_shape, decoder_layers, kv_head_index
 
 NORM_OF = {
@@ -40,7 +41,6 @@ MATRIX_MODULES = {
     "down": ("mlp", "down_proj"),
 }
 """Each per-layer matrix type's module in a Llama/Mistral decoder block, in forward order."""
-FORMS = ("raw", "folded")
 TOP_K = 10
 
 QK_COLUMNS = [

@@ -11,6 +11,7 @@ import pandas as pd
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
+from attnscope.matrices import ATTENTION_TYPES, MLP_TYPES
 from attnscope.plots.common import STYLE, _wrap, variant_color
 
 
@@ -119,7 +120,6 @@ def spectra_figures(
     (thesis fig. A.19, ``random_variant``), learned attention (A.20) and MLP (A.21) matrices
     against the band of every random init seed, and the base alignment (A.22). ``trained`` and
     each of ``randoms`` (variant → its matrices) map a matrix type to its σ² [layer, i]."""
-    from attnscope.spectra import ATTENTION_TYPES, MLP_TYPES  # here: plots imports without torch
 
     def pick(values: Mapping[str, np.ndarray], matrices: Sequence[str]) -> dict[str, np.ndarray]:
         return {m: values[m] for m in matrices if m in values}

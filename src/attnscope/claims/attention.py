@@ -1,0 +1,219 @@
+"""The attention claims (ch. 8.2–8.5): layer bands of self mass and entropy, the within-shot
+test, the value domain, the embedding cosine, the random model, and the α edits; each measured
+on the per-prompt tables of the maps under one analysis choice."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from attnscope import stats
+from attnscope.claims.records import Result, Setting, Thresholds, not_measured, verdict_of
+from attnscope.claims.tables import (
+    PromptTable,
+    band_mean,
+    layer_bands,
+    paired_table,
+    pick_variant,
+    prompt_table,
+    random_variants,
+)
+from attnscope.evidence import Evidence
+from attnscope.stats import Interval
+from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED, SUPPORTED
+
+METRIC_NAMES = {"row_entropy": "normalised entropy", "self_mass": "self mass"}
+
+
+def _bands_of(ev: Evidence, setting: Setting, metric: str) -> PromptTable | None:
+    return prompt_table(ev.choices, ["trained"], [metric], setting.choice)
+
+
+def _band_text(table: PromptTable, band: str | int, name: str) -> str:
+    parts = layer_bands(table.num_layers, band)
+    means = np.nanmean(table.values, axis=0)
+    return name + " " + ", ".join(f"{part} {band_mean(means, idx):.3g}" for part, idx in parts.items())
+
+
+def diagonal(band_part: str) -> Callable[[Evidence, Thresholds, Setting], Result]:
+    """Self mass of the early or late band against the middle one."""
+
+    def measure(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
+        table = _bands_of(ev, setting, "self_mass")
+        if table is None:
+            return not_measured("no trained attention metrics")
+        parts = layer_bands(table.num_layers, setting.band)
+        interval = table.interval(
+            lambda m: band_mean(m[..., 0, :], parts[band_part]) / band_mean(m[..., 0, :], parts["middle"])
+        )
+        verdict = verdict_of(interval, th.ratio_supported, th.ratio_contradicted)
+        measured = f"{_band_text(table, setting.band, 'self mass')}; {band_part}/middle = {interval}"
+        return Result(verdict, interval, measured, n_seeds=table.n_seeds)
+
+    return measure
+
+
+def entropy_step(later: str, earlier: str, sign: int) -> Callable[[Evidence, Thresholds, Setting], Result]:
+    """The change of normalised entropy from the ``earlier`` to the ``later`` band, expected up
+    (``sign`` +1: attention disperses) or down (−1: it contracts) by the entropy step."""
+
+    def measure(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
+        table = _bands_of(ev, setting, "row_entropy")
+        if table is None:
+            return not_measured("no trained attention metrics")
+        parts = layer_bands(table.num_layers, setting.band)
+        interval = table.interval(
+            lambda m: band_mean(m[..., 0, :], parts[later]) - band_mean(m[..., 0, :], parts[earlier])
+        )
+        verdict = verdict_of(interval, sign * th.entropy_step, 0.0)
+        text = f"{_band_text(table, setting.band, 'normalised entropy')}; {later} − {earlier} = {interval}"
+        return Result(verdict, interval, text, n_seeds=table.n_seeds)
+
+    return measure
+
+
+def within_shot(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
+    """The shot-boundary drop: log(observed/null) on the query's own-shot keys minus the same on
+    the preceding shot's keys at matched distances, so locality alone scores 0
+    (:mod:`attnscope.choices`); the within-shot mass over its null is reported beside it."""
+    columns = ["boundary_drop", "within_shot_mass", "within_shot_null", "across_shot_mass"]
+    table = prompt_table(ev.choices, ["trained"], columns, setting.choice)
+    if table is None:
+        return not_measured("no trained attention metrics")
+    if np.isnan(table.values[:, : table.num_layers]).all():
+        return not_measured(
+            "no query in shot 2 or later with keys of its own and the preceding shot (k = 1?)"
+        )
+    interval = table.interval(lambda m: np.nanmean(m[..., 0, :], axis=-1))
+
+    def over_null(m: np.ndarray) -> np.ndarray:
+        return np.nanmean(m[..., 1, :], axis=-1) / np.nanmean(m[..., 2, :], axis=-1)
+
+    ratio = table.interval(over_null)
+    means = np.nanmean(table.values, axis=0).reshape(len(columns), table.num_layers)
+    valid = ~np.isnan(means[1]) & ~np.isnan(means[3])
+    share = float((means[1][valid] > means[3][valid]).mean())
+    verdict = verdict_of(interval, th.boundary_drop, 0.0)
+    measured = (
+        f"shot-boundary drop (log ratio) {interval}, dropping in {int((means[0] > 0).sum())} of "
+        f"{table.num_layers} layers; within-shot mass / its distance-matched null {ratio}; "
+        f"(without a null: within > across in {share:.0%} of {int(valid.sum())} layers)"
+    )
+    return Result(verdict, interval, measured, n_seeds=table.n_seeds)
+
+
+def value_domain(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
+    table = prompt_table(ev.choices, ["trained"], ["small_mass", "small_share"], setting.choice)
+    if table is None:
+        return not_measured("no trained attention metrics")
+    interval = table.interval(lambda m: np.nanmean(m[..., 0, :], axis=-1))
+    share = table.interval(lambda m: np.nanmean(m[..., 1, :], axis=-1))
+    verdict = verdict_of(interval, th.small_mass, th.small_mass)
+    measured = (
+        f"share of the attention mass on values ≤ 0.1: {interval} (share of values ≤ 0.1, "
+        f"which a row of mass 1 cannot fail: {share})"
+    )
+    return Result(verdict, interval, measured, n_seeds=table.n_seeds)
+
+
+def cosine_weak(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
+    columns = ["cosine_pearson", "cosine_spearman"]
+    has = set(columns) <= set(ev.metrics.columns)
+    table = prompt_table(ev.metrics, ["trained"], columns) if has else None
+    if table is None:
+        return not_measured("no trained attention metrics")
+    interval = table.interval(lambda m: np.nanmax(np.abs(m), axis=(-2, -1)))
+    means = np.nanmean(table.values, axis=0).reshape(2, table.num_layers)
+    peak_layer = int(np.nanargmax(np.abs(means).max(axis=0)))
+    verdict = verdict_of(interval, th.weak_correlation, th.strong_correlation)
+    measured = (
+        f"largest layer-mean |r| or |ρ| = {interval} (layer {peak_layer}); mean over layers "
+        f"r = {np.nanmean(means[0]):.3g}, ρ = {np.nanmean(means[1]):.3g}"
+    )
+    return Result(verdict, interval, measured, n_seeds=table.n_seeds)
+
+
+def random_uniform(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
+    names = random_variants(ev.variants())
+    if not names:
+        return not_measured("no random-s<seed> variant in the reference experiment", "random-s*")
+    table = prompt_table(ev.choices, names, ["row_entropy"], setting.choice)
+    if table is None:
+        return not_measured("no random-model metrics under this choice", ", ".join(names))
+    interval = table.interval(lambda m: np.nanmin(m[..., 0, :], axis=-1))
+    means = np.nanmean(table.values, axis=0)
+    verdict = verdict_of(interval, th.uniform_entropy, th.uniform_entropy_contradicted)
+    measured = (
+        f"normalised entropy: lowest layer mean {interval} (layer {int(np.nanargmin(means))}), "
+        f"mean {np.nanmean(means):.3g}; {len(names)} init seed(s)"
+    )
+    return Result(verdict, interval, measured, ", ".join(names), table.n_seeds)
+
+
+def _layer_test(table: PromptTable, sign: int, alpha: float) -> stats.LayerTest:
+    """The paired per-layer test on target means (replicates of a target averaged first)."""
+    frame = pd.DataFrame(table.values[:, : table.num_layers] * sign).groupby(table.targets).mean()
+    return stats.paired_layer_test(frame.to_numpy(), alpha=alpha)
+
+
+def ablation(metric: str, direction: str, sign: int) -> Callable[[Evidence, Thresholds, Setting], Result]:
+    """An α-edit claim: ``metric`` of the α > 1 (``up``) or α < 1 (``down``) edit moves in
+    direction ``sign`` relative to the trained model, on average and layer by layer."""
+    label = "qkscale-a" + ("2" if direction == "up" else "0.5")
+
+    def measure(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
+        name = pick_variant(ev.variants(), "qkscale", direction, 2.0 if direction == "up" else 0.5)
+        if name is None:
+            return not_measured(f"no qkscale variant with α {'>' if direction == 'up' else '<'} 1", label)
+        table = paired_table(ev.choices, name, [metric], setting.choice)
+        if table is None:
+            return not_measured("no trained attention metrics on the same prompts", name)
+        effect = table.interval(lambda m: sign * np.nanmean(m[..., 0, :], axis=-1))
+        test = _layer_test(table, sign, th.alpha)
+        way = "higher" if sign > 0 else "lower"
+        moved = test.count(1) >= th.layer_share * table.num_layers
+        verdict = verdict_of(effect, th.ablation_step, 0.0)
+        if verdict == SUPPORTED and not moved:
+            verdict = INCONCLUSIVE
+        shown = Interval(
+            sign * effect.estimate,
+            *sorted((sign * effect.low, sign * effect.high)),
+            effect.n,
+            effect.n_clusters,
+        )
+        measured = f"{METRIC_NAMES[metric]} {name} − trained: mean {shown}; {test.describe(1, way)}"
+        return Result(verdict, shown, measured, f"trained, {name}", table.n_seeds)
+
+    return measure
+
+
+MASS_PARTS = ("self_mass", "previous_mass", "sink_mass")
+
+
+def alpha_up_self(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
+    """α = 2 raises self mass *and* tokens attend predominantly to themselves; the measured text
+    says where the mass the edit moves goes (self, previous token, sink, the rest)."""
+    result = ablation("self_mass", "up", 1)(ev, th, setting)
+    name = pick_variant(ev.variants(), "qkscale", "up", 2.0)
+    if result.verdict == NOT_MEASURED:
+        return result
+    edited = prompt_table(ev.choices, [name], ["self_mass"], setting.choice)
+    level = edited.interval(lambda m: np.nanmean(m[..., 0, :], axis=-1))
+    moved = paired_table(ev.choices, name, MASS_PARTS, setting.choice)
+    deltas = np.nanmean(moved.values, axis=0).reshape(len(MASS_PARTS), moved.num_layers).mean(axis=1)
+    rest = -np.nansum(deltas)
+    where = ", ".join(
+        f"{part.removesuffix('_mass')} {d:+.3g}" for part, d in zip(MASS_PARTS, deltas) if not np.isnan(d)
+    )
+    verdict = result.verdict
+    if level.high < th.predominant:
+        verdict = CONTRADICTED
+    elif verdict == SUPPORTED and level.low < th.predominant:
+        verdict = INCONCLUSIVE
+    measured = (
+        f"{result.measured}; {name} self mass {level} (predominant ≥ {th.predominant:g}); "
+        f"the mass moves: {where}, rest {rest:+.3g}"
+    )
+    return Result(verdict, result.interval, measured, result.variants, result.n_seeds)

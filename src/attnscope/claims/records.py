@@ -1,0 +1,156 @@
+"""The record types of the claims table: the bars of every verdict, an analysis setting, a
+claim's measured result, a claim; and the verdict of an interval against two bars."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from attnscope import stats
+from attnscope.claims.tables import band_name
+from attnscope.stats import Interval
+from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED, SUPPORTED
+
+if TYPE_CHECKING:
+    from attnscope.evidence import Evidence
+
+COLUMNS = [
+    "model",
+    "claim",
+    "section",
+    "statement",
+    "metric",
+    "setting",
+    "estimate",
+    "low",
+    "high",
+    "n_prompts",
+    "n_seeds",
+    "measured",
+    "threshold",
+    "verdict",
+    "robust",
+    "experiment",
+    "variants",
+]
+SENSITIVITY_COLUMNS = [
+    "model",
+    "claim",
+    "statement",
+    "setting",
+    "estimate",
+    "low",
+    "high",
+    "n_prompts",
+    "n_seeds",
+    "verdict",
+]
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The bars of every verdict (see ``docs/figures.md``, "Claims")."""
+
+    ratio_supported: float = 1.5
+    """self-mass ratio (early/middle, late/middle) at or above which a band is 'diagonal-dominant' again"""
+    ratio_contradicted: float = 1.0
+    """... at or below which it is not more diagonal than the middle layers at all"""
+    entropy_step: float = 0.05
+    """entropy difference between bands that counts as dispersion / contraction"""
+    layer_share: float = 0.8
+    """share of layers an effect must hold in (at adjusted p < 0.05) to be supported"""
+    layer_share_contradicted: float = 0.5
+    """share of heads at or below which an alignment claim is contradicted"""
+    boundary_drop: float = 0.25
+    """log ratio by which a query's own-shot keys beat the preceding shot's at equal distance
+    (relative to the distance-matched null) that counts as attending within the shot: e^0.25 ≈
+    1.28×; pure locality scores 0 (within ±0.15 on synthetic maps)"""
+    small_mass: float = 0.5
+    """share of the attention mass carried by values ≤ 0.1 that counts as 'mostly in [0, 0.1]'"""
+    weak_correlation: float = 0.3
+    """largest per-layer |correlation| with the cosine that is still 'weak'"""
+    strong_correlation: float = 0.5
+    uniform_entropy: float = 0.9
+    """smallest per-layer normalised entropy of the random model that is 'near uniform'"""
+    uniform_entropy_contradicted: float = 0.8
+    """... below which (the whole interval) the random model is not near uniform"""
+    ablation_step: float = 0.02
+    """mean per-layer change (entropy or self mass) an α edit must make"""
+    predominant: float = 0.5
+    """self mass at which tokens 'predominantly attend to themselves'"""
+    alignment_z: float = 2.0
+    """|z| of Tr(W_qᵀW_k) counted as 'small' (within 2σ of random init)"""
+    copy_share: float = 0.5
+    """mean share of a clue's word bigrams found in its prompt that counts as copying"""
+    broken_share: float = 0.5
+    """share of empty or unterminated clues that counts as 'empty or broken'"""
+    alpha: float = 0.05
+    """false discovery rate of the per-layer tests (Benjamini–Hochberg)"""
+
+
+DEFAULT_THRESHOLDS = Thresholds()
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One analysis setting of a claim: the maps' choice and layer band, or the weights' form."""
+
+    choice: str | None = None
+    band: str | int | None = None
+    form: str | None = None
+    scale_free: bool = False
+    null: str | None = None
+
+    def label(self) -> str:
+        parts = [self.choice, band_name(self.band) if self.band is not None else None, self.form, self.null]
+        if self.scale_free:
+            parts.append("scale-free")
+        return ", ".join(p for p in parts if p) or "–"
+
+
+@dataclass(frozen=True)
+class Result:
+    """A claim's measurement: the estimate with its interval, a readable account, the verdict."""
+
+    verdict: str
+    interval: Interval
+    measured: str
+    variants: str = "trained"
+    n_seeds: int = 1
+    per_prompt: bool = True
+    """False for weight claims: their interval resamples layers, not prompts."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the thesis and how it is measured."""
+
+    claim: str
+    section: str
+    statement: str
+    metric: str
+    """What is measured, a template of the thresholds (``{t.alignment_z:g}``) like ``threshold``."""
+    threshold: str
+    """The bars, a template of the thresholds the table is evaluated with (``{t.small_mass:.0%}``)."""
+    measure: Callable[[Evidence, Thresholds, Setting], Result | list[tuple[str, Result | None]] | None]
+    """One result (``None``: the setting does not apply), or (statement, result) rows."""
+    varies: tuple[str, ...] = ()
+    """The setting fields the claim is measured under: ``choice``, ``band``, ``form``."""
+
+
+NAN_INTERVAL = Interval(float("nan"), float("nan"), float("nan"), 0, 0)
+
+
+def not_measured(reason: str, variants: str = "trained") -> Result:
+    return Result(NOT_MEASURED, NAN_INTERVAL, reason, variants, 0)
+
+
+def verdict_of(interval: Interval, supported_at: float, contradicted_at: float) -> str:
+    """The verdict of an interval against two bars (their order says which way supports)."""
+    if np.isnan(interval.estimate):
+        return NOT_MEASURED  # e.g. a layer band the model is too shallow for
+    side = stats.interval_side(interval, supported_at, contradicted_at)
+    return {1: SUPPORTED, -1: CONTRADICTED, 0: INCONCLUSIVE}[side]

@@ -1,0 +1,200 @@
+"""The claims of the thesis, in the table's order: each with its section, statement, metric,
+bars (templates of :class:`attnscope.claims.records.Thresholds`), how it is measured, and the
+analysis settings it is measured under."""
+
+from __future__ import annotations
+
+from attnscope.claims.attention import (
+    ablation,
+    alpha_up_self,
+    cosine_weak,
+    diagonal,
+    entropy_step,
+    random_uniform,
+    value_domain,
+    within_shot,
+)
+from attnscope.claims.clues import clue_claim, more_shots
+from attnscope.claims.records import Claim
+from attnscope.claims.weights import alignment_small, spectrum_rows
+
+
+def ablation_bar(way: str) -> str:
+    """The bars of an α-edit claim whose metric moves ``way`` (a template of the thresholds)."""
+    return (
+        "supported if the mean's interval ≥ {t.ablation_step:g} and " + way + " in ≥ {t.layer_share:.0%} "
+        "of layers (adjusted p < 0.05); contradicted if it is ≤ 0"
+    )
+
+
+MAPS, BANDS, FORMS, NULLS = ("choice",), ("choice", "band"), ("form", "scale_free"), ("null",)
+CLAIMS = (
+    Claim(
+        "early-diagonal",
+        "8.2, 9.1",
+        "Early layers are nearly diagonal-dominant",
+        "self mass (head mean), early band / middle band of the layers",
+        "supported ≥ {t.ratio_supported:g}; contradicted ≤ {t.ratio_contradicted:g}",
+        diagonal("early"),
+        BANDS,
+    ),
+    Claim(
+        "middle-dispersed",
+        "8.2, 9.1",
+        "Middle layers disperse attention over distant tokens",
+        "normalised row entropy, middle band − early band",
+        "supported ≥ +{t.entropy_step:g}; contradicted ≤ 0",
+        entropy_step("middle", "early", +1),
+        BANDS,
+    ),
+    Claim(
+        "late-contracting",
+        "8.2, 9.1",
+        "Late layers contract again (sparser attention)",
+        "normalised row entropy, late band − middle band",
+        "supported ≤ −{t.entropy_step:g}; contradicted ≥ 0",
+        entropy_step("late", "middle", -1),
+        BANDS,
+    ),
+    Claim(
+        "late-diagonal",
+        "8.2",
+        "Late layers resemble the diagonal-dominant early layers",
+        "self mass (head mean), late band / middle band",
+        "supported ≥ {t.ratio_supported:g}; contradicted ≤ {t.ratio_contradicted:g}",
+        diagonal("late"),
+        BANDS,
+    ),
+    Claim(
+        "within-shot",
+        "8.2",
+        "Words attend within their own shot, not across shot boundaries",
+        "shot-boundary drop: log(observed / distance-matched null) on the query's own-shot keys minus "
+        "the same on the preceding shot's keys at equal distances (0 for attention that depends only "
+        "on the query–key distance), queries of shots 2..k",
+        "supported ≥ {t.boundary_drop:g}; contradicted ≤ 0",
+        within_shot,
+        MAPS,
+    ),
+    Claim(
+        "value-domain",
+        "8.2",
+        "Token-level attention values lie mostly in [0, 0.1]",
+        "share of the head-mean attention mass carried by values ≤ 0.1 (0 for one-hot rows, 1 for "
+        "uniform rows over ≥ 10 keys)",
+        "supported ≥ {t.small_mass:.0%}; contradicted < {t.small_mass:.0%}",
+        value_domain,
+        MAPS,
+    ),
+    Claim(
+        "cosine-weak",
+        "8.3, 9.1",
+        "Attention is only weakly related to the embedding cosine similarity",
+        "largest per-layer mean |Pearson r| or |Spearman ρ| of attention with the input-embedding cosine",
+        "supported < {t.weak_correlation:g}; contradicted ≥ {t.strong_correlation:g}",
+        cosine_weak,
+    ),
+    Claim(
+        "random-uniform",
+        "8.4, 9.1",
+        "The randomly initialised model's attention is near uniform",
+        "normalised row entropy of the random-s<seed> models, lowest layer mean",
+        "supported ≥ {t.uniform_entropy:g}; contradicted < {t.uniform_entropy_contradicted:g}",
+        random_uniform,
+        MAPS,
+    ),
+    Claim(
+        "alpha-up-entropy",
+        "8.5 (5.2.3)",
+        "Scaling W_q, W_k by α = 2 sharpens attention (lower entropy)",
+        "normalised entropy, trained − α=2, paired per prompt and layer",
+        ablation_bar("lower"),
+        ablation("row_entropy", "up", -1),
+        MAPS,
+    ),
+    Claim(
+        "alpha-up-self",
+        "8.5 (5.2.3)",
+        "With α = 2 tokens predominantly attend to themselves (Dirac-like)",
+        "self mass, α=2 − trained, paired per prompt and layer; and α=2's self mass",
+        ablation_bar("higher") + "; and α=2's self mass ≥ {t.predominant:g} (contradicted if wholly below)",
+        alpha_up_self,
+        MAPS,
+    ),
+    Claim(
+        "alpha-down-entropy",
+        "8.5 (5.2.3)",
+        "Scaling W_q, W_k by α = ½ flattens attention (higher entropy)",
+        "normalised entropy, α=½ − trained, paired per prompt and layer",
+        ablation_bar("higher"),
+        ablation("row_entropy", "down", 1),
+        MAPS,
+    ),
+    Claim(
+        "alpha-up-copies",
+        "8.5, 9.1",
+        "With α = 2 the model writes English that repeats the prompt",
+        "mean share of a clue's word bigrams that occur in its prompt",
+        "supported ≥ {t.copy_share:g} and above trained (paired); contradicted if not above trained",
+        clue_claim(
+            "up",
+            2.0,
+            "copy_share",
+            lambda th: th.copy_share,
+            "mean share of clue bigrams found in the prompt",
+        ),
+    ),
+    Claim(
+        "alpha-down-broken",
+        "8.5, 9.1",
+        "With α = ½ the model writes empty or broken text",
+        "share of clues that are empty or lack the closing end marker",
+        "supported ≥ {t.broken_share:.0%} and above trained (paired); contradicted if not above trained",
+        clue_claim("down", 0.5, "broken", lambda th: th.broken_share, "share of clues empty or unterminated"),
+    ),
+    Claim(
+        "more-shots",
+        "8.1",
+        "Clue quality increases with the number of shots k",
+        "sentence chrF against the reference clues, trained, paired per target between k",
+        "supported if every step in k raises it (paired interval > 0); contradicted if the largest k "
+        "is below the smallest (interval < 0)",
+        more_shots,
+    ),
+    Claim(
+        "spectra",
+        "7.2.2, 9.1, A.19–A.21",
+        "",
+        "learned/random ratio of the layer means, interval over layers",
+        "the comparison table's criterion on the whole interval",
+        spectrum_rows,
+        FORMS,
+    ),
+    Claim(
+        "alignment-layer-small",
+        "7.2.2, A.22",
+        "Tr(W_qᵀW_k) behaves like that of random matrices (z-scores mostly small)",
+        "share of layers with |z| ≤ {t.alignment_z:g} against random init (trained)",
+        "supported ≥ {t.layer_share:.0%}; contradicted < {t.layer_share_contradicted:.0%}",
+        alignment_small("layer"),
+        NULLS,
+    ),
+    Claim(
+        "alignment-head-small",
+        "7.2.2, A.22",
+        "Per head, Tr(W_q,hᵀW_k,h) behaves like that of random matrices",
+        "share of query heads with |z| ≤ {t.alignment_z:g} against random init (trained)",
+        "supported ≥ {t.layer_share:.0%}; contradicted < {t.layer_share_contradicted:.0%}",
+        alignment_small("head"),
+        NULLS,
+    ),
+    Claim(
+        "alignment-head-cosine",
+        "7.2.2, A.22",
+        "Per head, W_q and W_k are aligned like independent random matrices (scale-free)",
+        "share of query heads with |cosine|·√n ≤ {t.alignment_z:g}, cosine = Tr(W_qᵀW_k) / (‖W_q‖_F‖W_k‖_F)",
+        "supported ≥ {t.layer_share:.0%}; contradicted < {t.layer_share_contradicted:.0%}",
+        alignment_small("head", scale_free=True),
+        NULLS,
+    ),
+)

@@ -1,0 +1,101 @@
+"""The claims table as a reader sees it: the header line of what was measured, the Markdown
+page with its sensitivity tables, and the HTML page of the report."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from attnscope import report
+from attnscope.claims.tables import random_variants
+from attnscope.evidence import Evidence
+from attnscope.io import markdown_table
+from attnscope.stats import Interval
+from attnscope.verdicts import CLAIM_VERDICTS as VERDICTS
+
+
+def measured_on(ev: Evidence) -> str:
+    """The header line of a model's claims: what was measured on what."""
+    attention = ev.choices
+    targets = attention["target"].nunique() if "target" in attention else 0
+    seeds = sorted(attention["seed"].unique()) if "seed" in attention else []
+    randoms = random_variants(ev.variants())
+    model = ev.model + (" (the thesis's model)" if ev.thesis_model else "")
+    return (
+        f"Measured on {model}: {ev.description}. Reference experiment {ev.experiment}: {targets} target "
+        f"words, shot seeds {', '.join(map(str, seeds)) or '–'} ({', '.join(ev.replicates)}); variants "
+        f"{', '.join(ev.variants()) or '–'}; random init seeds: {len(randoms)}."
+        + (
+            ""
+            if ev.thesis_model
+            else f" Claims the thesis made about Mistral-7B that this model does not show read "
+            f"*not replicated on {ev.model}*, not contradicted."
+        )
+    )
+
+
+def _with_interval(rows: pd.DataFrame) -> list[str]:
+    return [
+        "–" if np.isnan(e) else str(Interval(e, lo, hi, 0, 0))
+        for e, lo, hi in zip(rows["estimate"], rows["low"], rows["high"])
+    ]
+
+
+def claims_markdown(table: pd.DataFrame, sensitivity: pd.DataFrame, header: Mapping[str, str]) -> str:
+    """The claims table as Markdown, one section per model (``header``: model → what it was
+    measured on), with its verdict count and its sensitivity table."""
+    parts = ["# Thesis claims against the measurements", ""]
+    parts.append(
+        "Each row: a qualitative claim of the thesis (section), the metric that tests it, the estimate "
+        "with its 95 % interval (cluster bootstrap over target words; over layers for weights), the "
+        "verdict from the whole interval under the thesis's own analysis choice (attention: keys and "
+        "queries restricted to the words and clues, layers in thirds; weights: the stored matrices), "
+        'and whether every other choice agrees (robust; docs/figures.md, "Claims").'
+    )
+    for model, rows in table.groupby("model", sort=False):
+        counts = rows["verdict"].value_counts()
+        order = [v for v in VERDICTS if v in counts] + [v for v in counts.index if v not in VERDICTS]
+        summary = ", ".join(f"{counts[v]} {v}" for v in order)
+        parts += ["", f"## {model} (experiment {rows['experiment'].iloc[0]}): {summary}", ""]
+        parts += [header.get(model, ""), ""]
+        shown = rows.assign(
+            estimate=_with_interval(rows),
+            n=[
+                "–" if pd.isna(p) else f"{p} × {s}" if s else f"{p}"
+                for p, s in zip(rows["n_prompts"], rows["n_seeds"])
+            ],
+            verdict=rows["verdict"].map(lambda v: f"**{v}**"),
+        )[["section", "statement", "metric", "estimate", "n", "measured", "threshold", "verdict", "robust"]]
+        parts.append(
+            markdown_table(shown.rename(columns={"estimate": "estimate [95 % CI]", "n": "n prompts × seeds"}))
+        )
+        of_model = sensitivity[sensitivity["model"] == model]
+        parts += ["", f"### {model}: every analysis choice", ""]
+        parts.append(
+            markdown_table(
+                of_model.assign(estimate=_with_interval(of_model))[
+                    ["statement", "setting", "estimate", "verdict"]
+                ]
+            )
+        )
+    return "\n".join(parts) + "\n"
+
+
+def claims_html(table: pd.DataFrame, header: Mapping[str, str]) -> str:
+    """The claims table as the report's HTML page, one section per model."""
+    sections = [
+        (
+            f"{model} (experiment {rows['experiment'].iloc[0]})",
+            header[model] + " " + ", ".join(f"{n} {v}" for v, n in rows["verdict"].value_counts().items()),
+            rows.drop(columns=["model", "claim", "experiment"]),
+        )
+        for model, rows in table.groupby("model", sort=False)
+    ]
+    intro = (
+        "Each qualitative claim of the thesis (ch. 7.2.2, 8, 9.1), the metric that tests it, the estimate "
+        "with its 95 % interval (cluster bootstrap over target words), the verdict from the whole interval "
+        "under the thesis's own analysis choice, and whether every other choice agrees (robust)."
+    )
+    return report.html_page("Thesis claims against the measurements", sections, intro)

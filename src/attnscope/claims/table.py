@@ -1,0 +1,136 @@
+"""The claims table of one model: every claim under every analysis setting, the headline
+(the first setting) with its robustness across the others, and the sensitivity table."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from attnscope.claims.records import (
+    COLUMNS,
+    DEFAULT_THRESHOLDS,
+    SENSITIVITY_COLUMNS,
+    Claim,
+    Result,
+    Setting,
+    Thresholds,
+)
+from attnscope.claims.registry import CLAIMS
+from attnscope.claims.tables import DEFAULT_BANDS, THESIS_CHOICE
+from attnscope.evidence import Evidence
+from attnscope.matrices import FORMS
+from attnscope.verdicts import CONTRADICTED, NOT_MEASURED
+
+
+def settings(claim: Claim, ev: Evidence, bands: Sequence[str | int]) -> list[Setting]:
+    """The settings ``claim`` is measured under; the first is the thesis's (the headline)."""
+    present = list(dict.fromkeys(ev.choices["choice"])) if "choice" in ev.choices else []
+    choices = sorted(present, key=lambda c: c != THESIS_CHOICE) or [THESIS_CHOICE]
+    options = {
+        "choice": choices,
+        "band": list(bands),
+        "form": list(FORMS),
+        "scale_free": [False, True],
+        "null": ["formula", "init seeds"],
+    }
+    return [
+        Setting(**dict(zip(claim.varies, values)))
+        for values in itertools.product(*(options[name] for name in claim.varies))
+    ]
+
+
+def _verdict_on(ev: Evidence, verdict: str) -> str:
+    """A contradicted claim about Mistral-7B is *not replicated* on another model."""
+    return verdict if ev.thesis_model or verdict != CONTRADICTED else f"not replicated on {ev.model}"
+
+
+@dataclass
+class _Row:
+    claim: Claim
+    statement: str
+    results: dict[Setting, Result] = field(default_factory=dict)
+
+
+def _measure_all(ev: Evidence, th: Thresholds, bands: Sequence[str | int]) -> list[_Row]:
+    rows: dict[tuple[str, str], _Row] = {}
+    for claim in CLAIMS:
+        for setting in settings(claim, ev, bands):
+            measured = claim.measure(ev, th, setting)
+            results = measured if isinstance(measured, list) else [(claim.statement, measured)]
+            for statement, result in results:
+                row = rows.setdefault((claim.claim, statement), _Row(claim, statement))
+                if result is not None:
+                    row.results[setting] = result
+    return list(rows.values())
+
+
+def robustness(ev: Evidence, results: Mapping[Setting, Result]) -> str:
+    """``yes`` when every other measured setting's verdict agrees with the first's, else the
+    ones that differ (``–`` with nothing to compare: one setting, or none measured)."""
+    (_, headline), *others = results.items()
+    measured = [(s, r) for s, r in others if r.verdict != NOT_MEASURED]
+    if not measured or headline.verdict == NOT_MEASURED:
+        return "–"
+    differ = [
+        f"{s.label()}: {_verdict_on(ev, r.verdict)}" for s, r in measured if r.verdict != headline.verdict
+    ]
+    return "yes" if not differ else "no (" + "; ".join(differ) + ")"
+
+
+def evaluate(
+    evidence: Evidence,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    bands: Sequence[str | int] = DEFAULT_BANDS,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The claims table of one model (:data:`COLUMNS`: one row per claim, the spectra claim one
+    per observation and matrix, under the thesis's setting) and its sensitivity table
+    (:data:`SENSITIVITY_COLUMNS`: every setting)."""
+    table, sensitivity = [], []
+    for row in _measure_all(evidence, thresholds, bands):
+        if not row.results:
+            continue
+        (setting, result), *_ = row.results.items()
+        interval = result.interval
+        table.append(
+            {
+                "model": evidence.model,
+                "claim": row.claim.claim,
+                "section": row.claim.section,
+                "statement": row.statement,
+                "metric": row.claim.metric.format(t=thresholds),
+                "setting": setting.label(),
+                "estimate": interval.estimate,
+                "low": interval.low,
+                "high": interval.high,
+                "n_prompts": interval.n_clusters if result.per_prompt else None,
+                "n_seeds": result.n_seeds,
+                "measured": result.measured,
+                "threshold": row.claim.threshold.format(t=thresholds),
+                "verdict": _verdict_on(evidence, result.verdict),
+                "robust": robustness(evidence, row.results),
+                "experiment": evidence.experiment,
+                "variants": result.variants,
+            }
+        )
+        for setting, result in row.results.items():
+            sensitivity.append(
+                {
+                    "model": evidence.model,
+                    "claim": row.claim.claim,
+                    "statement": row.statement,
+                    "setting": setting.label(),
+                    "estimate": result.interval.estimate,
+                    "low": result.interval.low,
+                    "high": result.interval.high,
+                    "n_prompts": result.interval.n_clusters if result.per_prompt else None,
+                    "n_seeds": result.n_seeds,
+                    "verdict": _verdict_on(evidence, result.verdict),
+                }
+            )
+    frames = pd.DataFrame(table, columns=COLUMNS), pd.DataFrame(sensitivity, columns=SENSITIVITY_COLUMNS)
+    for frame in frames:
+        frame["n_prompts"] = frame["n_prompts"].astype("Int64")
+    return frames

@@ -1,0 +1,114 @@
+"""The weight claims (ch. 7.2.2, A.19–A.22): the learned/random spectra observations and the
+base alignment Tr(W_qᵀW_k) against random init, measured on the spectra and alignment tables."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from attnscope import stats
+from attnscope.claims.records import Result, Setting, Thresholds, not_measured, verdict_of
+from attnscope.comparison import OBSERVATIONS, Observation
+from attnscope.evidence import Evidence
+from attnscope.matrices import FORMS
+from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED
+
+
+def _layer_values(table: pd.DataFrame, form: str, matrix: str, column: str | Callable) -> pd.Series:
+    """One value per layer of ``matrix`` in ``form`` (tables without forms are raw)."""
+    rows = table[table["matrix"] == matrix]
+    if "form" in rows:
+        rows = rows[rows["form"] == form]
+    elif form != FORMS[0]:
+        rows = rows.iloc[:0]
+    values = column(rows) if callable(column) else rows[column]
+    return pd.Series(np.asarray(values, np.float64), index=rows["layer"].to_numpy())
+
+
+def _observation_result(ev: Evidence, obs: Observation, matrix: str, setting: Setting) -> Result | None:
+    """A learned/random ratio of layer means with an interval over layers (paired by layer),
+    judged by the observation's criterion on the whole interval. Scale-free: the top singular
+    value's share σ_max²/‖W‖²_F (1 / stable rank) in place of σ_max; Σσ² has no scale-free form."""
+    randoms = [v for v in ev.spectra if v != "trained"]
+    if setting.scale_free:
+        if obs.measure != "sv_max":
+            return None
+        column: str | Callable = lambda rows: rows["lambda_max"] / rows["sum_sigma2"]  # noqa: E731
+    else:
+        column = obs.measure
+    trained = _layer_values(ev.spectra["trained"], setting.form, matrix, column)
+    random = pd.concat([_layer_values(ev.spectra[v], setting.form, matrix, column) for v in randoms])
+    random = random.groupby(level=0).mean()
+    layers = trained.index.intersection(random.index)
+    if not len(layers):
+        return None
+    values = np.column_stack([trained[layers], random[layers]])
+    interval = stats.cluster_interval(values, layers, lambda m: m[..., 0] / m[..., 1])
+    grid = np.linspace(interval.low, interval.high, 65)
+    passes = np.array([obs.test(r) for r in grid])
+    verdict = SUPPORTED if passes.all() else CONTRADICTED if not passes.any() else INCONCLUSIVE
+    low, high = obs.thesis_range
+    what = "σ_max²/‖W‖²_F" if setting.scale_free else {"sum_sigma2": "Σσ²", "sv_max": "σ_max"}[obs.measure]
+    measured = (
+        f"W_{matrix} {what}: trained {np.mean(values[:, 0]):.4g}, random {np.mean(values[:, 1]):.4g}, "
+        f"ratio {interval} over {len(layers)} layers (thesis {low:g}–{high:g}); {obs.criterion}"
+    )
+    return Result(
+        verdict, interval, measured, f"trained, {', '.join(randoms)}", len(randoms), per_prompt=False
+    )
+
+
+def spectrum_rows(ev: Evidence, th: Thresholds, setting: Setting) -> list[tuple[str, Result | None]]:
+    """One result per observation of ch. 7.2.2 and matrix (:data:`attnscope.spectra.OBSERVATIONS`)."""
+    if "trained" not in ev.spectra or len(ev.spectra) < 2:
+        statement = "Learned W_q/W_k spectra differ from random as observed in ch. 7.2.2"
+        return [(statement, not_measured("no trained and random spectra tables", "trained, random-s*"))]
+    return [
+        (f"W_{matrix}: {obs.statement}", _observation_result(ev, obs, matrix, setting))
+        for obs in OBSERVATIONS
+        for matrix in obs.matrices
+    ]
+
+
+MIN_INIT_SEEDS = 3
+"""Random init seeds needed before their spread replaces the formula's as the null of a z-score."""
+
+
+def alignment_small(
+    scope: str, scale_free: bool = False
+) -> Callable[[Evidence, Thresholds, Setting], Result]:
+    """Share of layers (heads) whose Tr(W_qᵀW_k) is within ``alignment_z`` standard deviations
+    of random matrices: the z-score against the random-init expectation, or (``scale_free``)
+    cosine·√n, the trace over ‖W_q‖_F‖W_k‖_F, which is ≈ N(0, 1/n) for independent random
+    matrices of any scale and so tests the alignment alone. Under the ``init seeds`` null the
+    statistic is standardised by the random seeds' own mean and spread per layer (head) instead
+    of the formula's. Interval: heads resampled by layer."""
+
+    def statistic(table: pd.DataFrame) -> pd.Series:
+        rows = table[table["scope"] == scope].set_index(["layer", "head"] if scope == "head" else ["layer"])
+        return rows["cosine"] * np.sqrt(rows["n_terms"]) if scale_free else rows["z_score"]
+
+    def measure(ev: Evidence, th: Thresholds, setting: Setting) -> Result | None:
+        if "trained" not in ev.alignment:
+            return not_measured("no base-alignment table")
+        trained = statistic(ev.alignment["trained"])
+        randoms = [statistic(t) for v, t in ev.alignment.items() if v != "trained"]
+        if setting.null == "init seeds":
+            if len(randoms) < MIN_INIT_SEEDS:
+                return None
+            spread = pd.concat(randoms, axis=1)
+            trained = (trained - spread.mean(axis=1)) / spread.std(axis=1, ddof=1)
+        z = trained.abs()
+        layers = z.index.get_level_values("layer").to_numpy()
+        interval = stats.cluster_mean_interval((z <= th.alignment_z).astype(float), layers)
+        verdict = verdict_of(interval, th.layer_share, th.layer_share_contradicted)
+        name = "|cosine|·√n" if scale_free else "|z|"
+        measured = (
+            f"share with {name} ≤ {th.alignment_z:g}: {interval} of {len(z)} {scope}s; "
+            f"median {z.median():.3g}, max {z.max():.3g}"
+        )
+        return Result(verdict, interval, measured, n_seeds=len(randoms), per_prompt=False)
+
+    return measure
