@@ -37,10 +37,71 @@ def k3_labels() -> tuple[list[str], np.ndarray]:
     return segment, np.array(shot)
 
 
+def shot_labels(clue_lengths: tuple[int, ...] = (16, 25, 18, 30)) -> tuple[list[str], np.ndarray]:
+    """Token segments and shots of a prompt with one shot per clue length, laid out like a chat
+    prompt (template, instruction; per shot: chat markers, "Word:" label, word, markers, clue,
+    "#", markers; target, generated clue). Clues this long and this varied put own- and
+    other-shot keys of the same segments at equal distances, so the boundary drop is defined."""
+    segment, shot = ["template"] * 5 + ["instruction"] * 20 + ["template"] * 4, [0] * 29
+    for s, clue in enumerate(clue_lengths, start=1):
+        for seg, sh, count in [
+            ("template", 0, 3),
+            ("template", s, 2),
+            ("shot_word", s, 1 + s % 2),
+            ("template", 0, 5),
+            ("shot_clue", s, clue),
+            ("template", s, 1),
+            ("template", 0, 2),
+        ]:
+            segment += [seg] * count
+            shot += [sh] * count
+    for seg, count in [("template", 5), ("target", 2), ("template", 5), ("generated", 8)]:
+        segment += [seg] * count
+        shot += [0] * count
+    return segment, np.array(shot)
+
+
 def row_stochastic(weights: np.ndarray) -> np.ndarray:
     """Causal rows of ``weights`` normalised to sum 1."""
     w = np.tril(weights)
     return w / w.sum(axis=1, keepdims=True)
+
+
+def token_kinds(segment: list[str], shot: np.ndarray) -> list[str]:
+    """Each token's kind for the boundary test: its segment; a shot's template tokens by their
+    place before the shot's word or after its clue."""
+    kinds = list(segment)
+    for s in set(shot[shot >= 1].tolist()):
+        tokens = [t for t in range(len(shot)) if shot[t] == s]
+        content = [t for t in tokens if segment[t] != "template"]
+        for t in tokens:
+            if segment[t] == "template":
+                kinds[t] = f"before {t - tokens[0]}" if t < content[0] else f"after {t - content[-1]}"
+    return kinds
+
+
+def boundary_drop(
+    rows: dict[int, np.ndarray], pos: np.ndarray, labels: np.ndarray, kinds: list[str]
+) -> float:  # noqa: E501
+    """The boundary drop of the restricted rows (row index → values over keys 0..i), pair by pair."""
+    cells = defaultdict(list)  # (distance, query kind, key kind) → [(own, value)]
+    for i, x in rows.items():
+        if labels[i] < 2:
+            continue
+        for j, value in enumerate(x):
+            if labels[j] >= 1:
+                cells[(pos[i] - pos[j], kinds[i], kinds[j])].append((labels[i] == labels[j], value))
+    sums = {True: [0.0, 0.0], False: [0.0, 0.0]}  # own → [observed, expected]
+    for pairs in cells.values():
+        if len({own for own, _ in pairs}) < 2:
+            continue  # only own or only across pairs: no null for the contrast
+        mean = np.mean([value for _, value in pairs])
+        for own, value in pairs:
+            sums[own][0] += value
+            sums[own][1] += mean
+    if not sums[True][1]:
+        return math.nan
+    return math.log(sums[True][0] / sums[True][1]) - math.log(sums[False][0] / sums[False][1])
 
 
 def reference(a: np.ndarray, segment: list[str], shot: np.ndarray, choice: str) -> dict[str, float]:
@@ -51,44 +112,27 @@ def reference(a: np.ndarray, segment: list[str], shot: np.ndarray, choice: str) 
     for i in range(1, len(keep)):
         row = b[i, : i + 1]
         if row.sum() > 0:
-            rows[i] = row / row.sum() if choice != "full" else row
+            rows[i] = row / row.sum() if choice in ("words_renormalised", "no_sink") else row
     entropy = [-(x[x > 0] * np.log(x[x > 0])).sum() / math.log(len(x)) for x in rows.values()]
     out = {
         "n_queries": len(rows),
         "row_entropy": np.mean(entropy),
         "self_mass": np.mean([x[-1] for x in rows.values()]),
+        "diagonal_share": np.mean([x[-1] >= x[:-1].sum() for x in rows.values()]),
         "previous_mass": np.mean([x[-2] for x in rows.values()]),
         "sink_mass": np.mean([x[0] for x in rows.values()]) if keep[0] == 0 else np.nan,
         "small_share": sum((x <= 0.1).sum() for x in rows.values()) / sum(len(x) for x in rows.values()),
         "small_mass": sum(x[x <= 0.1].sum() for x in rows.values()) / sum(x.sum() for x in rows.values()),
     }
-    by_distance = defaultdict(list)
-    for i, x in rows.items():
-        for j, value in enumerate(x):
-            by_distance[pos[i] - pos[j]].append(value)
-    mean_at = {d: np.mean(v) for d, v in by_distance.items()}
     queries = [i for i in rows if kshot[i] >= 2]
-    null = {}
-    for i in queries:
-        n = np.array([mean_at[pos[i] - pos[j]] for j in range(i + 1)])
-        null[i] = n / n.sum()
-    for suffix, maps in (("mass", rows), ("null", null)):
-        own = [maps[i][kshot[: i + 1] == kshot[i]].sum() for i in queries]
-        other = [maps[i][(kshot[: i + 1] >= 1) & (kshot[: i + 1] != kshot[i])].sum() for i in queries]
-        out[f"within_shot_{suffix}"], out[f"across_shot_{suffix}"] = np.mean(own), np.mean(other)
-    pairs = {"own": [], "prev": []}
-    for i in queries:
-        for j in range(i + 1):
-            kind = {kshot[i]: "own", kshot[i] - 1: "prev"}.get(kshot[j])
-            if kind:
-                pairs[kind].append((pos[i] - pos[j], rows[i][j], null[i][j]))
-    common = {d for d, _, _ in pairs["own"]} & {d for d, _, _ in pairs["prev"]}
-
-    def log_ratio(kind: str) -> float:
-        matched = [(o, e) for d, o, e in pairs[kind] if d in common]
-        return math.log(sum(o for o, _ in matched) / sum(e for _, e in matched))
-
-    out["boundary_drop"] = log_ratio("own") - log_ratio("prev")
+    own = [rows[i][kshot[: i + 1] == kshot[i]].sum() for i in queries]
+    other = [rows[i][(kshot[: i + 1] >= 1) & (kshot[: i + 1] != kshot[i])].sum() for i in queries]
+    out["within_shot_mass"], out["across_shot_mass"] = np.mean(own), np.mean(other)
+    kinds = [token_kinds(segment, shot)[t] for t in keep]
+    # The boundary drop is measured on the rows as the model gave them, under every choice.
+    as_given = {i: b[i, : i + 1] for i in rows}
+    out["boundary_drop"] = boundary_drop(as_given, pos, kshot, kinds)
+    out["placebo_drop"] = boundary_drop(as_given, pos, choices.placebo_shots(shot)[keep], kinds)
     return out
 
 
@@ -97,9 +141,10 @@ def measured(maps: np.ndarray, segment: list[str], shot: np.ndarray, choice: str
     return dict(zip(choices.CHOICE_METRICS, values[layer])) | {"n_queries": n_queries[layer]}
 
 
+@pytest.mark.parametrize("labels", [k3_labels, shot_labels])
 @pytest.mark.parametrize("choice", choices.CHOICES)
-def test_every_choice_matches_the_row_by_row_reference(choice):
-    segment, shot = k3_labels()
+def test_every_choice_matches_the_row_by_row_reference(choice, labels):
+    segment, shot = labels()
     rng = np.random.default_rng(0)
     maps = np.stack([random_causal(rng, len(segment), scale) for scale in (0.5, 2.0, 4.0, 2.0)])
     # layer 3: a shot-2 word attends only to the sink, a row left out of words and no_sink
@@ -109,6 +154,7 @@ def test_every_choice_matches_the_row_by_row_reference(choice):
     values, n_queries = choices.choice_metrics(maps, segment, shot, choice)
     assert values.shape == (4, len(choices.CHOICE_METRICS))
     assert (n_queries[3] < n_queries[2]) == (choice != "full")
+    assert np.isnan(values[:, choices.CHOICE_METRICS.index("boundary_drop")]).all() == (labels is k3_labels)
     for layer in range(4):
         expected = reference(maps[layer], segment, shot, choice)
         got = dict(zip(choices.CHOICE_METRICS, values[layer]))
@@ -145,8 +191,9 @@ def test_choices_restrict_and_renormalise():
     words = choices.visible_tokens("words", segment)
     assert list(choices.visible_tokens("no_sink", segment)) == list(range(1, n))
     assert {segment[i] for i in words} == {"shot_word", "shot_clue", "target", "generated"}
-    # A uniform map stays uniform over the visible keys under every choice.
-    for choice in choices.CHOICES:
+    # A uniform map stays uniform over the visible keys under every choice that renormalises
+    # (the thesis's keeps the full rows' values: the reference test covers it).
+    for choice in ("words_renormalised", "full", "no_sink"):
         got = measured(a[None], segment, shot, choice)
         assert got["row_entropy"] == pytest.approx(1.0)
         m = len(choices.visible_tokens(choice, segment))
@@ -159,6 +206,12 @@ def test_choices_restrict_and_renormalise():
     full = measured(sink[None], segment, shot, "full")
     assert (full["sink_mass"], full["self_mass"]) == pytest.approx((0.9, 0.1))
     assert measured(sink[None], segment, shot, "no_sink")["self_mass"] == pytest.approx(1.0)
+    # The thesis's choice keeps the values the model gave: a word's self mass stays 0.1 (its row
+    # sums to 0.1, and it is diagonally dominant); renormalised, the word's row is all self.
+    words_as_stored = measured(sink[None], segment, shot, "words")
+    assert (words_as_stored["self_mass"], words_as_stored["diagonal_share"]) == pytest.approx((0.1, 1.0))
+    assert measured(sink[None], segment, shot, "words_renormalised")["self_mass"] == pytest.approx(1.0)
+    assert full["diagonal_share"] == 0  # 0.1 against the sink's 0.9
     # A word query that attends only to template tokens has no visible mass: left out.
     sink[words[3]] = 0
     sink[words[3], 0] = 1
@@ -177,33 +230,58 @@ def locality(n: int, tau: float) -> np.ndarray:
     return np.exp(-np.clip(distance, 0, None) / tau)
 
 
-@pytest.mark.parametrize("choice", choices.CHOICES)
-def test_pure_locality_is_its_own_null_and_a_boundary_drop_is_found(choice):
-    segment, shot = k3_labels()
+def test_placebo_boundaries_cut_every_shot_in_the_middle():
+    shot = np.array([0, 1, 1, 1, 1, 0, 2, 2, 0, 0, 3, 3, 3, 3, 3, 3, 0])
+    #          positions 0  1  2  3  4  5  6  7  8  9 10 11 12 13 14 15 16
+    # first tokens 1, 6, 10; middles of the spans [1, 6), [6, 10), [10, 16): 3.5, 8, 13
+    expected = [0, 1, 1, 1, 2, 0, 2, 2, 0, 0, 3, 3, 3, 4, 4, 4, 0]
+    assert choices.placebo_shots(shot).tolist() == expected
+    assert choices.placebo_shots(np.zeros(5, int)).tolist() == [0] * 5
+
+
+def shot_maps(segment: list[str], shot: np.ndarray) -> dict[str, np.ndarray]:
+    """Maps built to have, or to lack, attention within shots: pure locality; locality with
+    across-shot keys × 0.2 (a real boundary); every shot word × 3, whichever shot it is in (a
+    shot-blind segment preference); across-shot keys × 5 (attention mostly across shots)."""
     weights = locality(len(segment), tau=8.0)
     across = (shot[:, None] >= 1) & (shot[None, :] >= 1) & (shot[:, None] != shot[None, :])
-    maps = np.stack([row_stochastic(weights), row_stochastic(np.where(across, 0.2 * weights, weights))])
-    local, drop = (measured(maps, segment, shot, choice, layer) for layer in (0, 1))
-    # Locality alone: within-shot exceeds across-shot, exactly as much as the null says.
-    assert local["within_shot_mass"] > local["across_shot_mass"]
-    assert local["within_shot_mass"] / local["within_shot_null"] == pytest.approx(1, abs=0.05)
-    assert local["across_shot_mass"] / local["across_shot_null"] == pytest.approx(1, abs=0.07)
-    assert abs(local["boundary_drop"]) < 0.15
-    # Across-shot keys weighted by 0.2: more within-shot mass than the null, a clear drop.
-    assert drop["within_shot_mass"] / drop["within_shot_null"] > 1.07
-    assert drop["across_shot_mass"] / drop["across_shot_null"] < 0.6
-    assert drop["boundary_drop"] > 1.0
+    word = np.array(segment) == "shot_word"
+    return {
+        name: row_stochastic(w)
+        for name, w in {
+            "locality": weights,
+            "boundary": np.where(across, 0.2 * weights, weights),
+            "shot words": weights * np.where(word[None, :], 3.0, 1.0),
+            "across": np.where(across, 5.0 * weights, weights),
+        }.items()
+    }
 
 
-def test_uniform_rows_show_no_boundary_but_fall_below_the_distance_null():
-    """Uniform rows depend on the row's length, not on the distance: the null (rows pooled
-    at each distance) puts more on near keys, so within < within_null; at matched distances
-    own- and preceding-shot keys get the same, so no boundary drop."""
+@pytest.mark.parametrize("choice", choices.CHOICES)
+def test_the_boundary_drop_needs_a_boundary_not_locality_or_segments(choice):
+    segment, shot = shot_labels()
+    got = {name: measured(a[None], segment, shot, choice) for name, a in shot_maps(segment, shot).items()}
+    # Locality alone: more within- than across-shot mass, and no drop.
+    assert got["locality"]["within_shot_mass"] > 3 * got["locality"]["across_shot_mass"]
+    assert abs(got["locality"]["boundary_drop"]) < 0.01
+    # A shot-blind preference for shot words: within-shot mass up, no drop.
+    assert got["shot words"]["within_shot_mass"] > got["locality"]["within_shot_mass"]
+    assert abs(got["shot words"]["boundary_drop"]) < 0.15
+    # A real boundary: a clear drop, far above the placebo boundaries' one.
+    assert got["boundary"]["boundary_drop"] > 0.9 and abs(got["boundary"]["placebo_drop"]) < 0.1
+    # Attention across shots: a negative drop.
+    assert got["across"]["boundary_drop"] < -0.5
+    for values in got.values():
+        assert abs(values["placebo_drop"]) < 0.15
+
+
+def test_the_boundary_drop_is_not_identifiable_where_the_format_keeps_shots_apart():
+    """Short equal shots: no distance at which a query sees keys of the same segments in its own
+    and another shot, so no null for the contrast: NaN, never a number."""
     segment, shot = k3_labels()
-    for choice in choices.CHOICES:
-        got = measured(uniform_causal(len(segment))[None], segment, shot, choice)
-        assert got["within_shot_mass"] / got["within_shot_null"] < 0.8
-        assert abs(got["boundary_drop"]) < 0.15
+    for a in shot_maps(segment, shot).values():
+        for choice in choices.CHOICES:
+            assert np.isnan(measured(a[None], segment, shot, choice)["boundary_drop"])
 
 
 def test_small_mass_can_fail_where_small_share_cannot():
@@ -228,10 +306,10 @@ def test_table_layout(llama_store):  # noqa: F811 (the fixture imported above)
     path, _ = llama_store
     table = choices.choices_table(path)
     assert tuple(table.columns) == choices.COLUMNS
-    assert len(table) == 2 * 2 * 3
-    assert list(table["choice"][:3]) == list(choices.CHOICES)
-    assert list(table["layer"]) == [0, 0, 0, 1, 1, 1] * 2
-    assert list(table["target"]) == ["Ant"] * 6 + ["Bee"] * 6
+    assert len(table) == 2 * 2 * 4
+    assert list(table["choice"][:4]) == list(choices.CHOICES)
+    assert list(table["layer"]) == [0] * 4 + [1] * 4 + [0] * 4 + [1] * 4
+    assert list(table["target"]) == ["Ant"] * 8 + ["Bee"] * 8
     assert table[list(choices.CHOICE_METRICS)].dtypes.eq(np.float64).all()
     assert table["n_queries"].dtype == np.int64
     row = table[(table["prompt_index"] == 1) & (table["layer"] == 1) & (table["choice"] == "words")]
@@ -239,8 +317,8 @@ def test_table_layout(llama_store):  # noqa: F811 (the fixture imported above)
     segment, shot = group.attrs["token_segment"], np.array(group.attrs["token_shot"])
     expected = reference(group["head_mean"][1], segment, shot, "words")
     assert row["n_queries"].item() == expected["n_queries"]
-    for name in ("row_entropy", "within_shot_mass", "within_shot_null", "boundary_drop", "small_mass"):
-        assert row[name].item() == pytest.approx(expected[name], rel=1e-5), name
+    for name in ("row_entropy", "within_shot_mass", "diagonal_share", "boundary_drop", "small_mass"):
+        assert row[name].item() == pytest.approx(expected[name], rel=1e-5, nan_ok=True), name
 
 
 @pytest.mark.integration

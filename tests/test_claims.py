@@ -11,25 +11,25 @@ import pytest
 from attnscope import choices as attnscope_choices
 from attnscope import claims
 from attnscope.evidence import Evidence, copy_share
-from tests.test_choices import k3_labels, row_stochastic
+from tests.test_choices import k3_labels, row_stochastic, shot_labels, shot_maps
 
 LAYERS = 9  # thirds: 0-2 early, 3-5 middle, 6-8 late
 BASE = {
     "row_entropy": 0.6,
     "self_mass": 0.2,
+    "diagonal_share": 0.3,
     "previous_mass": 0.1,
     "sink_mass": 0.3,
     "within_shot_mass": 0.3,
-    "within_shot_null": 0.2,
     "across_shot_mass": 0.1,
-    "across_shot_null": 0.1,
     "boundary_drop": 0.5,
+    "placebo_drop": 0.0,
     "small_mass": 0.8,
     "small_share": 0.97,
     "cosine_pearson": 0.1,
     "cosine_spearman": 0.1,
 }
-CHOICES = ("words", "full", "no_sink")
+CHOICES = attnscope_choices.CHOICES
 
 
 def choices(
@@ -95,31 +95,46 @@ NOT_REPLICATED = "not replicated on m"
 
 
 @pytest.mark.parametrize(
-    ("self_mass", "expected"),
+    ("share", "early", "late"),
     [
-        (bands(0.6, 0.2, 0.5), claims.SUPPORTED),  # ratios 3 and 2.5
-        (bands(0.2, 0.4, 0.2), NOT_REPLICATED),  # ratios 0.5
-        (bands(0.3, 0.2, 0.3), claims.INCONCLUSIVE),  # ratios 1.5 ± noise: across the bar
+        (bands(0.8, 0.2, 0.8), claims.SUPPORTED, claims.SUPPORTED),  # dominant early, late alike
+        (bands(0.2, 0.1, 0.6), NOT_REPLICATED, NOT_REPLICATED),  # 20 % early; late 0.4 above
+        (bands(0.5, 0.2, 0.4), claims.INCONCLUSIVE, claims.INCONCLUSIVE),  # at the bars ± noise
     ],
 )
-def test_diagonal_early_and_late_layers(self_mass, expected):
-    ev = evidence(choices(self_mass=self_mass, noise=0.03))
-    assert verdict(ev, "early-diagonal") == expected
-    assert verdict(ev, "late-diagonal") == expected
+def test_diagonal_dominance_early_and_late_resembling_it(share, early, late):
+    ev = evidence(choices(diagonal_share=share, noise=0.05))
+    assert verdict(ev, "early-diagonal") == early
+    assert verdict(ev, "late-diagonal") == late
     row = row_of(ev, "early-diagonal")
     assert row["low"] <= row["estimate"] <= row["high"] and row["n_prompts"] == 20 and row["n_seeds"] == 1
+    assert row_of(ev, "late-diagonal")["estimate"] == pytest.approx(share[-1] - share[0], abs=1e-9)
+
+
+def test_late_is_compared_with_early_not_middle():
+    """Late self mass far above middle (the old late/middle ratio passes), yet late rows are not
+    diagonally dominant like the early ones: not replicated."""
+    ev = evidence(choices(self_mass=bands(0.6, 0.2, 0.6), diagonal_share=bands(0.9, 0.1, 0.3)))
+    row = row_of(ev, "late-diagonal")
+    assert row["verdict"] == NOT_REPLICATED and row["estimate"] == pytest.approx(-0.6)
+    assert "self mass late/early" in row["measured"]
 
 
 def test_bands_change_what_early_means():
-    """Early self mass high only in the first layer: thirds dilute it, first/last 1 does not."""
-    self_mass = [0.9] + [0.2] * 7 + [0.9]
-    ev = evidence(choices(self_mass=self_mass))
+    """Early rows dominant only in the first layer: thirds dilute it, first/last 1 does not; the
+    headline holds only where every band agrees, else the row says which band gives what."""
+    share = [0.9] + [0.2] * 7 + [0.9]
+    ev = evidence(choices(diagonal_share=share))
     table, sensitivity = claims.evaluate(ev, bands=("thirds", 1))
     early = table[table["claim"] == "early-diagonal"].iloc[0]
-    assert early["setting"] == "words, thirds" and early["verdict"] == claims.SUPPORTED  # (0.9+0.4)/3 / 0.2
+    assert early["setting"] == "words, thirds" and early["verdict"] == claims.INCONCLUSIVE
+    assert "the bands disagree (thirds: contradicted; first/last 1: supported)" in early["measured"]
     by_setting = sensitivity[sensitivity["claim"] == "early-diagonal"].set_index("setting")
-    assert by_setting.loc["words, first/last 1", "estimate"] == pytest.approx(0.9 / 0.2, rel=0.05)
+    assert by_setting.loc["words, first/last 1", "estimate"] == pytest.approx(0.9, abs=0.02)
+    assert by_setting.loc["words, thirds", "verdict"] == NOT_REPLICATED  # (0.9+0.2+0.2)/3
     assert set(by_setting.index) == {f"{c}, {b}" for c in CHOICES for b in ("thirds", "first/last 1")}
+    agree = row_of(evidence(choices(diagonal_share=bands(0.9, 0.2, 0.9))), "early-diagonal", ("thirds", 1))
+    assert agree["verdict"] == claims.SUPPORTED and "bands disagree" not in agree["measured"]
 
 
 @pytest.mark.parametrize(
@@ -136,10 +151,12 @@ def test_dispersion_and_contraction(entropy, middle, late):
     assert verdict(ev, "late-contracting") == late
 
 
-def map_choices(maps_of_prompt, prompts: int = 12, variant: str = "trained") -> pd.DataFrame:
+def map_choices(
+    maps_of_prompt, prompts: int = 12, variant: str = "trained", labels=k3_labels
+) -> pd.DataFrame:
     """The choices table of synthetic maps: ``maps_of_prompt(rng)`` gives one prompt's maps
-    [layer, query, key] on the k = 3 labels of tests/test_choices.py."""
-    segment, shot = k3_labels()
+    [layer, query, key] on the token ``labels`` of tests/test_choices.py."""
+    segment, shot = labels()
     rng = np.random.default_rng(0)
     rows = []
     for prompt in range(prompts):
@@ -154,40 +171,49 @@ def map_choices(maps_of_prompt, prompts: int = 12, variant: str = "trained") -> 
     return pd.DataFrame(rows)
 
 
-def locality_maps(boundary: float = 1.0):
-    """Attention that decays with query–key distance (a random scale per prompt and layer),
-    across-shot keys weighted by ``boundary`` (1: pure locality)."""
-    segment, shot = k3_labels()
-    n = len(segment)
-    distance = np.clip(np.arange(n)[:, None] - np.arange(n)[None, :], 0, None)
-    across = (shot[:, None] >= 1) & (shot[None, :] >= 1) & (shot[:, None] != shot[None, :])
+def noisy_shot_maps(name: str):
+    """One of :func:`tests.test_choices.shot_maps` on the long-clue labels, three layers per prompt,
+    each with its own multiplicative noise, so that intervals have a width."""
+    segment, shot = shot_labels()
+    base = shot_maps(segment, shot)[name]
 
     def maps(rng: np.random.Generator) -> np.ndarray:
-        layers = []
-        for tau in rng.uniform(3.0, 12.0, 3):
-            weights = np.exp(-distance / tau) * np.where(across, boundary, 1.0)
-            layers.append(row_stochastic(weights))
-        return np.stack(layers)
+        return np.stack([row_stochastic(base * rng.lognormal(0, 0.3, base.shape)) for _ in range(3)])
 
     return maps
 
 
-def test_within_shot_on_synthetic_maps_needs_a_boundary_not_locality():
-    """Pure locality has more within- than across-shot mass, yet is not 'within-shot'
-    attention; locality with a drop at the shot boundaries is."""
-    local = evidence(map_choices(locality_maps()))
-    row = row_of(local, "within-shot")
-    assert row["verdict"] != claims.SUPPORTED and row["high"] < claims.Thresholds().boundary_drop
-    assert "within > across in 100%" in row["measured"]  # the old measure would have said yes
-    dropping = evidence(map_choices(locality_maps(boundary=0.2)))
-    assert verdict(dropping, "within-shot") == claims.SUPPORTED
-    assert row_of(dropping, "within-shot")["robust"] == "yes"
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("boundary", claims.SUPPORTED),
+        ("shot words", (claims.INCONCLUSIVE, NOT_REPLICATED)),  # a shot-blind preference
+        ("across", NOT_REPLICATED),  # mostly across-shot attention
+        ("locality", (claims.INCONCLUSIVE, NOT_REPLICATED)),  # pure locality
+    ],
+)
+def test_within_shot_needs_a_boundary_that_shot_blind_maps_lack(name, expected):
+    ev = evidence(map_choices(noisy_shot_maps(name), labels=shot_labels))
+    row = row_of(ev, "within-shot")
+    assert row["verdict"] in (expected if isinstance(expected, tuple) else (expected,)), row["measured"]
+    assert row["setting"] == "words"
+    if name != "boundary":
+        assert row["high"] < claims.Thresholds().boundary_drop
+
+
+def test_within_shot_is_not_measured_where_the_format_keeps_shots_apart():
+    ev = evidence(map_choices(lambda rng: shot_maps(*k3_labels())["boundary"][None]))
+    row = row_of(ev, "within-shot")
+    assert row["verdict"] == claims.NOT_MEASURED and "not identifiable" in row["measured"]
 
 
 def test_within_shot_from_constructed_drops():
     assert verdict(evidence(choices(boundary_drop=0.5)), "within-shot") == claims.SUPPORTED
     assert verdict(evidence(choices(boundary_drop=-0.1)), "within-shot") == NOT_REPLICATED
     assert verdict(evidence(choices(boundary_drop=0.2, noise=0.1)), "within-shot") == claims.INCONCLUSIVE
+    # A drop the placebo boundaries give as well is no evidence of shots.
+    placebo = evidence(choices(boundary_drop=0.5, placebo_drop=0.5))
+    assert verdict(placebo, "within-shot") == claims.INCONCLUSIVE
 
 
 def test_value_domain_fails_one_hot_maps_and_passes_uniform_ones():
@@ -281,28 +307,52 @@ def test_spectral_claims_the_weights_scale_cannot_fake():
     unscaled, scaled = (evidence(spectra=spectra_tables(s)) for s in (1.0, 10.0))
     rows = {}
     for name, ev in (("unscaled", unscaled), ("scaled", scaled)):
-        _, sensitivity = claims.evaluate(ev)
-        rows[name] = sensitivity[
-            (sensitivity["claim"] == "spectra")
-            & sensitivity["statement"].str.startswith("W_q: learned σ_max")
-        ].set_index("setting")
-    raw = {name: r.loc["raw", "estimate"] for name, r in rows.items()}
-    assert raw["scaled"] == pytest.approx(10 * raw["unscaled"], rel=0.05)  # the raw ratio moves ×10
-    assert rows["scaled"].loc["raw", "verdict"] == claims.SUPPORTED
-    free = {name: r.loc["raw, scale-free", "estimate"] for name, r in rows.items()}
-    assert free["scaled"] == pytest.approx(free["unscaled"], rel=0.1) and free["scaled"] == pytest.approx(
-        1, abs=0.15
-    )
-    assert (
-        rows["scaled"].loc["raw, scale-free", "verdict"] == rows["unscaled"].loc["raw, scale-free", "verdict"]
-    )
-    assert rows["scaled"].loc["raw, scale-free", "verdict"] != claims.SUPPORTED
+        rows[name] = rows_of_statement(ev, "W_q: learned σ_max").set_index("setting")
+    # ×10 weights: every layer's raw σ_max ratio is above 1.
+    assert rows["scaled"].loc["raw", ["estimate", "verdict"]].tolist() == [1.0, claims.SUPPORTED]
+    assert rows["unscaled"].loc["raw", "verdict"] != claims.SUPPORTED
+    # Scale-free, the two are the same matrices: the same share of layers, the same verdict.
+    free = {name: r.loc["raw, scale-free"] for name, r in rows.items()}
+    assert free["scaled"]["estimate"] == free["unscaled"]["estimate"]
+    assert free["scaled"]["verdict"] == free["unscaled"]["verdict"] != claims.SUPPORTED
     table, _ = claims.evaluate(scaled)
     q_max = table[table["statement"].str.startswith("W_q: learned σ_max")].iloc[0]
-    assert q_max["robust"].startswith("no (raw, scale-free:")
+    assert q_max["robust"].startswith("no (scale-free; 1 init seed: raw, scale-free:")
+    assert "learned/random ratio per layer min 9." in q_max["measured"]
     # Σσ² has no scale-free form: no such setting.
     sum_rows = rows_of_statement(scaled, "W_q: learned Σσ²")
     assert list(sum_rows["setting"]) == ["raw"]
+
+
+def test_weight_claims_count_layers_and_take_their_interval_from_init_seeds():
+    """Layers are the population: the estimate is the share that passes, not a bootstrap mean;
+    the interval spans the shares that each init seed alone gives."""
+    layers = 30
+    sv_max = np.where(np.arange(layers) < 5, 0.5, 3.0)  # 5 of 30 layers below random's 1
+    trained = pd.DataFrame(
+        {
+            "layer": range(layers),
+            "matrix": "v",
+            "form": "raw",
+            "sv_max": sv_max,
+            "sum_sigma2": 1.0,
+            "lambda_max": 1.0,
+        }
+    )
+    seeds = {
+        f"random-s{s}": trained.assign(sv_max=np.where(np.arange(layers) < 5 + 5 * s, 3.5, 1.0))
+        for s in range(3)
+    }
+    ev = evidence(spectra={"trained": trained, **seeds})
+    row = rows_of_statement(ev, "W_v: learned σ_max").set_index("setting").loc["raw"]
+    ratio = sv_max / np.mean([t["sv_max"] for t in seeds.values()], axis=0)
+    assert row["estimate"] == pytest.approx((ratio > 1).mean())
+    per_seed = [(sv_max / t["sv_max"].to_numpy() > 1).mean() for t in seeds.values()]
+    assert (row["low"], row["high"]) == pytest.approx((min(per_seed), max(per_seed)))
+    assert row["estimate"] == pytest.approx(25 / 30) and per_seed == pytest.approx(
+        [25 / 30, 20 / 30, 15 / 30]
+    )
+    assert row["n_seeds"] == 3 and row["verdict"] == claims.INCONCLUSIVE  # one seed alone: 50 %
 
 
 def rows_of_statement(ev: Evidence, prefix: str) -> pd.DataFrame:
@@ -352,7 +402,7 @@ def test_alignment_null_from_the_init_seeds_spread():
 def test_alignment_shares_with_intervals():
     assert verdict(evidence(alignment=alignment([0.5] * 30)), "alignment-layer-small") == claims.SUPPORTED
     assert verdict(evidence(alignment=alignment([5.0] * 30)), "alignment-layer-small") == NOT_REPLICATED
-    mixed = evidence(alignment=alignment([5.0, 0.1] * 15))  # 50 %: between the bars
+    mixed = evidence(alignment=alignment([5.0, 0.1, 0.1] * 10))  # 67 %: between the bars
     assert verdict(mixed, "alignment-layer-small") == claims.INCONCLUSIVE
 
 
@@ -417,25 +467,27 @@ def test_copy_share():
 
 
 def test_robust_column_names_the_choices_that_disagree():
-    """Self mass high early only when the sink is counted: the thesis's choice disagrees."""
-    full = {"self_mass": bands(0.6, 0.2, 0.2)}
-    ev = evidence(choices(self_mass=bands(0.2, 0.2, 0.2), by_choice={"full": full, "no_sink": full}))
+    """Dominant rows early only when the sink is counted: the thesis's choice disagrees."""
+    full = {"diagonal_share": bands(0.9, 0.2, 0.2)}
+    ev = evidence(choices(diagonal_share=bands(0.2, 0.2, 0.2), by_choice={"full": full, "no_sink": full}))
     row = row_of(ev, "early-diagonal", ("thirds",))
     assert row["verdict"] == NOT_REPLICATED
-    assert row["robust"] == "no (full, thirds: supported; no_sink, thirds: supported)"
-    agree = row_of(evidence(choices(self_mass=bands(0.6, 0.2, 0.2))), "early-diagonal", ("thirds", 3))
-    assert agree["robust"] == "yes"
+    assert row["robust"] == "no (choices; 1 shot draw: full, thirds: supported; no_sink, thirds: supported)"
+    agree = row_of(evidence(choices(diagonal_share=bands(0.9, 0.2, 0.2))), "early-diagonal", ("thirds", 3))
+    assert agree["robust"] == "yes (choices, bands; 1 shot draw)"
+    twice = choices(diagonal_share=bands(0.9, 0.2, 0.2), seeds=(0, 1, 2))
+    assert row_of(evidence(twice), "early-diagonal", ("thirds",))["robust"] == "yes (choices; 3 shot draws)"
 
 
 def test_contradicted_only_on_the_thesis_model():
-    ev = evidence(choices(self_mass=bands(0.2, 0.4, 0.2)))
+    ev = evidence(choices(diagonal_share=bands(0.2, 0.4, 0.2)))
     assert verdict(ev, "early-diagonal") == "not replicated on m"
     ev.thesis_model = True
     assert verdict(ev, "early-diagonal") == claims.CONTRADICTED
 
 
 def test_identical_replicates_do_not_narrow_the_interval():
-    one = choices(self_mass=bands(0.3, 0.2, 0.3), noise=0.03)
+    one = choices(diagonal_share=bands(0.5, 0.2, 0.3), noise=0.03)
     copy = one.assign(experiment="animals-k3-seed7", seed=7)
     single = row_of(evidence(one), "early-diagonal")
     twice = row_of(evidence(one, copy), "early-diagonal")
@@ -445,15 +497,143 @@ def test_identical_replicates_do_not_narrow_the_interval():
 
 
 def test_table_and_markdown():
-    ev = evidence(choices(self_mass=bands(0.6, 0.2, 0.5)))
+    ev = evidence(choices(diagonal_share=bands(0.8, 0.2, 0.8)))
     table, sensitivity = claims.evaluate(ev)
     assert list(table.columns) == claims.COLUMNS and list(sensitivity.columns) == claims.SENSITIVITY_COLUMNS
     known = set(claims.VERDICTS) | {NOT_REPLICATED}
     assert set(table["verdict"]) <= known and set(sensitivity["verdict"]) <= known
     assert {c.claim for c in claims.CLAIMS} == set(table["claim"])
     early = table[table["claim"] == "early-diagonal"].iloc[0]
-    assert early["estimate"] == pytest.approx(3.0, rel=0.05) and "≥ 1.5" in early["threshold"]
+    assert early["estimate"] == pytest.approx(0.8, abs=0.01) and "≥ 50%" in early["threshold"]
+    # The bars' text follows the thresholds the table is evaluated with.
+    stricter, _ = claims.evaluate(ev, thresholds=claims.Thresholds(dominant_share=0.9))
+    assert "≥ 90%" in stricter.loc[stricter["claim"] == "early-diagonal", "threshold"].item()
     text = claims.claims_markdown(table, sensitivity, {"m": claims.measured_on(ev)})
     assert text.startswith("# Thesis claims") and "**supported**" in text
     assert "## m (experiment animals-k3)" in text and "### m: every analysis choice" in text
     assert "Measured on m: " in text and "20 target words" in text
+
+
+def _alpha(variant: str, **metrics) -> Evidence:
+    return evidence(choices(rng=3, noise=0.05), choices(variant, rng=3, noise=0.05, **metrics))
+
+
+def _clues(copy=0.0, clue="a b", ok=True, variant="qkscale-a2") -> Evidence:
+    trained = clue_rows("trained", "animals-k3", 3, 10.0)
+    edited = clue_rows(variant, "animals-k3", 3, 5.0, clue=clue, ok=ok, copy=copy)
+    return evidence(clues=pd.DataFrame(trained + edited))
+
+
+def _half_broken() -> Evidence:
+    rows = clue_rows("trained", "animals-k3", 3, 10.0)
+    edited = clue_rows("qkscale-a0.5", "animals-k3", 3, 1.0)
+    for i, row in enumerate(edited):
+        row["clue"] = "" if i % 2 else row["clue"]
+    return evidence(clues=pd.DataFrame(rows + edited))
+
+
+def _shots(*levels) -> Evidence:
+    noise = np.random.default_rng(0).normal(0, 3, 12)
+    rows = []
+    for k, level in zip((3, 5, 8), levels):
+        rows += clue_rows("trained", f"animals-k{k}", k, level + noise if np.ndim(level) == 0 else level)
+    return evidence(clues=pd.DataFrame(rows))
+
+
+def _sv_max(passing: int, layers: int = 30) -> Evidence:
+    """W_q's σ_max above random in ``passing`` of ``layers`` layers."""
+    trained = pd.DataFrame(
+        {"layer": range(layers), "matrix": "q", "form": "raw", "sum_sigma2": 1.0, "lambda_max": 1.0,
+         "sv_max": np.where(np.arange(layers) < passing, 2.0, 0.5)}
+    )  # fmt: skip
+    return evidence(spectra={"trained": trained, "random-s0": trained.assign(sv_max=1.0)})
+
+
+S, NR, IN = claims.SUPPORTED, NOT_REPLICATED, claims.INCONCLUSIVE
+DIAGONAL = {S: bands(0.8, 0.2, 0.8), NR: bands(0.2, 0.1, 0.6), IN: bands(0.5, 0.2, 0.4)}
+ENTROPY = {S: bands(0.5, 0.7, 0.4), NR: bands(0.7, 0.5, 0.6), IN: bands(0.5, 0.55, 0.5)}
+UNSEEDED = {"noise": 0.05}
+REACHABLE = {
+    "early-diagonal": {
+        v: lambda v=v: evidence(choices(diagonal_share=DIAGONAL[v], **UNSEEDED)) for v in DIAGONAL
+    },
+    "late-diagonal": {
+        v: lambda v=v: evidence(choices(diagonal_share=DIAGONAL[v], **UNSEEDED)) for v in DIAGONAL
+    },
+    "middle-dispersed": {
+        v: lambda v=v: evidence(choices(row_entropy=ENTROPY[v], **UNSEEDED)) for v in ENTROPY
+    },
+    "late-contracting": {
+        v: lambda v=v: evidence(choices(row_entropy=ENTROPY[v], **UNSEEDED)) for v in ENTROPY
+    },
+    "within-shot": {
+        S: lambda: evidence(choices(boundary_drop=0.5)),
+        NR: lambda: evidence(choices(boundary_drop=-0.1)),
+        IN: lambda: evidence(choices(boundary_drop=0.2, noise=0.1)),
+    },
+    "value-domain": {
+        S: lambda: evidence(choices(small_mass=0.8)),
+        NR: lambda: evidence(choices(small_mass=0.0)),
+        IN: lambda: evidence(choices(small_mass=0.5, noise=0.05)),
+    },
+    "cosine-weak": {
+        v: lambda r=r: evidence(choices(cosine_pearson=[0.05] * 8 + [r], cosine_spearman=-0.05, noise=0.03))
+        for v, r in ((S, 0.1), (NR, 0.7), (IN, 0.3))
+    },
+    "random-uniform": {
+        v: lambda e=e: evidence(choices(), choices("random-s0", row_entropy=e, rng=1, noise=0.01))
+        for v, e in ((S, 0.97), (NR, [0.5] + [0.95] * 8), (IN, 0.85))
+    },
+    "alpha-up-entropy": {
+        v: lambda e=e: _alpha("qkscale-a2", row_entropy=e)
+        for v, e in ((S, 0.5), (NR, 0.7), (IN, [0.5] + [0.6] * 8))
+    },
+    "alpha-down-entropy": {
+        v: lambda e=e: _alpha("qkscale-a0.5", row_entropy=e)
+        for v, e in ((S, 0.9), (NR, 0.5), (IN, [0.8] + [0.6] * 8))
+    },
+    "alpha-up-self": {
+        v: lambda m=m: _alpha("qkscale-a2", self_mass=m) for v, m in ((S, 0.7), (NR, 0.25), (IN, 0.5))
+    },
+    "alpha-up-copies": {
+        S: lambda: _clues(copy=0.8),
+        NR: lambda: _clues(copy=0.06),  # above trained's 0, far below the bar
+        IN: lambda: _clues(copy=0.5 + np.random.default_rng(0).normal(0, 0.2, 12)),
+    },
+    "alpha-down-broken": {
+        S: lambda: _clues(clue="", ok=False, variant="qkscale-a0.5"),
+        NR: lambda: _clues(variant="qkscale-a0.5"),
+        IN: _half_broken,
+    },
+    "more-shots": {
+        S: lambda: _shots(10, 12, 14),
+        NR: lambda: _shots(10, 20, 10),  # an inverted U: the second step lowers it
+        IN: lambda: _shots(10, 10 + np.random.default_rng(1).normal(0, 3, 12)),
+    },
+    "spectra": {S: lambda: _sv_max(30), NR: lambda: _sv_max(3), IN: lambda: _sv_max(20)},
+    "alignment-layer-small": {
+        v: lambda z=z: evidence(alignment=alignment(z))
+        for v, z in ((S, [0.5] * 30), (NR, [5.0] * 30), (IN, [5.0, 0.1, 0.1] * 10))
+    },
+    "alignment-head-small": {
+        v: lambda z=z: evidence(alignment=alignment(z, "head"))
+        for v, z in ((S, [0.5] * 30), (NR, [5.0] * 30), (IN, [5.0, 0.1, 0.1] * 10))
+    },
+    "alignment-head-cosine": {
+        v: lambda z=z: evidence(alignment=alignment(z, "head"))
+        for v, z in ((S, [50.0] * 30), (NR, [5000.0] * 30), (IN, [5000.0, 10.0, 10.0] * 10))
+    },
+}
+
+
+def test_the_reachability_matrix_covers_every_claim():
+    assert set(REACHABLE) == {c.claim for c in claims.CLAIMS}
+
+
+@pytest.mark.parametrize(("claim", "expected"), [(c, v) for c, cases in REACHABLE.items() for v in cases])
+def test_every_claim_reaches_every_verdict(claim, expected):
+    table, _ = claims.evaluate(REACHABLE[claim][expected]())
+    rows = table[table["claim"] == claim]
+    if claim == "spectra":
+        rows = rows[rows["statement"].str.startswith("W_q: learned σ_max")]
+    assert rows["verdict"].tolist() == [expected], rows["measured"].tolist()

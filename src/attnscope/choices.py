@@ -1,43 +1,52 @@
-"""Head-mean attention metrics under the thesis's analysis choices, with a distance-matched
-null (issue 17, items 4 and 5): one row per prompt × layer × choice.
+"""Head-mean attention metrics under the thesis's analysis choices, with a shot-boundary test
+that locality and segment preferences cannot pass: one row per prompt × layer × choice.
 
 An *analysis choice* (:data:`CHOICES`) says which tokens of a prompt a map is measured on;
 queries and keys are both restricted to them, and a query sees the restricted keys j ≤ i:
 
-- ``words``: the thesis's choice ("I chose to plot only the attention scores that address
-  the words and clues"): the tokens of :data:`attnscope.store.WORD_SEGMENTS` (shot words,
-  shot clues, target, generated clue); template, instruction and sink are left out and
-  every row is renormalised over its visible keys;
+- ``words``: the thesis's choice (ch. 8.2: "I chose to plot only the attention scores that
+  address the words and clues; therefore, they do not sum to 1"): the tokens of
+  :data:`attnscope.store.WORD_SEGMENTS` (shot words, shot clues, target, generated clue);
+  template, instruction and sink are left out and the rows keep the values the model gave
+  them, so a row's *visible mass* is below 1;
+- ``words_renormalised``: the same tokens, every row renormalised over its visible keys;
 - ``full``: the full causal rows as stored (the streamed metrics of :mod:`attnscope.metrics`);
 - ``no_sink``: the full rows without the first token (the attention sink), renormalised.
 
 Row averages run over the rows with at least two visible keys (``n_queries`` of them; a
-row with no mass on its visible keys is left out too). On the choice's rows:
+row with no mass on its visible keys is left out too). On the choice's rows (for ``words``
+the values as stored, whose row sums are the visible masses m_i ≤ 1):
 
-- ``row_entropy``: mean of H(row) / log(number of visible keys);
+- ``row_entropy``: mean of −Σ_j a_ij log a_ij / log(number of visible keys): the entropy of
+  a row of mass 1; on ``words`` the visible keys' part of the full row's entropy;
 - ``self_mass``, ``previous_mass``: mean attention on the query itself and on the previous
   *visible* key; ``sink_mass``: mean attention on the first token (NaN where it is not
-  visible: ``words``, ``no_sink``);
+  visible: ``words``, ``words_renormalised``, ``no_sink``);
+- ``diagonal_share``: the share of rows that are diagonally dominant, a_ii ≥ Σ_{j≠i} a_ij over
+  the visible keys (Horn & Johnson, *Matrix Analysis*, def. 6.1.9, row-wise; for a row of
+  mass 1: a_ii ≥ ½); on ``words`` it is the dominance the thesis's plotted matrix shows;
 - ``within_shot_mass``, ``across_shot_mass``: as :func:`attnscope.metrics.shot_masses`,
-  over the visible queries of shots ≥ 2;
+  over the visible queries of shots ≥ 2 (on ``words``: shares of the full row's mass);
 - ``small_share``: the share of causal values ≤ :data:`SMALL_VALUE` (the thesis's "values
   lie mostly in [0, 0.1]"; it cannot fail: a row of mass ≤ 1 has at most 9 values above
-  0.1); ``small_mass``: the share of attention *mass* carried by those values, which can
+  0.1); ``small_mass``: the share of the visible *mass* carried by those values, which can
   fail: 0 for one-hot rows, 1 for uniform rows over ≥ 10 keys.
 
-The null model tests *within-shot > across-shot* against pure locality. The
-*distance-matched null* N of a (restricted, renormalised) map a puts on every causal
-query–key pair the map's mean attention at that pair's distance d = pos(i) − pos(j) (token
-positions of the full prompt; the mean over the rows that have a visible key at distance d),
-each row renormalised over its visible keys: a map that depends only on the distance is its
-own null. ``within_shot_null``, ``across_shot_null`` are the shot masses of N; a map with
-within > across only through locality has within ≈ within_null.
-``boundary_drop`` = log(O_own / E_own) − log(O_prev / E_prev): over the queries of shots ≥ 2
-and the distances at which both a key of the query's own shot and a key of the preceding
-shot occur, O is the observed and E the null mass on own-shot (preceding-shot) keys. At one
-distance the null is the same for both, so locality cancels: ≈ 0 when attention depends only
-on the distance, > 0 when it drops at shot boundaries (pooled masses rather than per-query
-ratios, which tiny null values make unstable).
+``boundary_drop`` tests *within-shot > across-shot* against locality and segment
+preferences. Over the causal pairs from a query of shot ≥ 2 to a key of shot ≥ 1, a *cell* is
+a (distance pos(i) − pos(j) in the full prompt, query segment, key segment) triple (a shot's
+template tokens are told apart by their place: the label before the word, the end marker
+after the clue); the null E of a pair is the map's mean over the pairs of its cell. Over
+the cells that hold both an own-shot and an across-shot pair,
+``boundary_drop`` = log(O_own / E_own) − log(O_across / E_across), O the observed mass.
+Within a cell the null is the same for both, so a map that depends only on distance and
+segments scores 0 (a shot-word preference, pure locality), > 0 when attention drops at the
+shot boundaries, < 0 when it crosses them. Where no cell holds both (a prompt format whose
+shots keep own- and other-shot keys of the same segments at different distances) it is NaN:
+not identifiable. It is measured on the values as the model gave them under every choice
+(renormalising scales each row by its own visible mass, which a null built from pairs of
+different rows cannot match). ``placebo_drop`` is the same statistic with the shot boundaries moved to
+the middle of every shot (:func:`placebo_shots`); a real boundary effect exceeds it.
 
 The metrics are vectorised over a prompt's layers and computed in the capture
 (:mod:`attnscope.attention`) from the head-mean maps in memory, layers in chunks of
@@ -49,16 +58,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from numpy.lib.stride_tricks import as_strided
 
 from attnscope.metrics import as_float32, xlogx
-from attnscope.store import WORD_SEGMENTS, open_store, prompt_groups
+from attnscope.store import TEMPLATE, WORD_SEGMENTS, open_store, prompt_groups
 
-CHOICES = ("words", "full", "no_sink")
+CHOICES = ("words", "words_renormalised", "full", "no_sink")
 """The analysis choices, the thesis's first."""
+RENORMALISED = frozenset({"words_renormalised", "no_sink"})
+"""The choices whose rows are renormalised over their visible keys."""
 CHOICE_METRICS = (
     "row_entropy",
     "self_mass",
@@ -66,9 +77,9 @@ CHOICE_METRICS = (
     "sink_mass",
     "within_shot_mass",
     "across_shot_mass",
-    "within_shot_null",
-    "across_shot_null",
+    "diagonal_share",
     "boundary_drop",
+    "placebo_drop",
     "small_mass",
     "small_share",
 )
@@ -91,7 +102,7 @@ def visible_tokens(choice: str, token_segment: Sequence[str]) -> np.ndarray:
         return np.arange(n)
     if choice == "no_sink":
         return np.arange(1, n)
-    if choice == "words":
+    if choice in ("words", "words_renormalised"):
         return np.flatnonzero(np.isin(np.asarray(token_segment), WORD_SEGMENTS))
     raise ValueError(f"unknown analysis choice {choice!r}; expected one of {CHOICES}")
 
@@ -116,6 +127,29 @@ def _log_ratio(observed: np.ndarray, expected: np.ndarray) -> np.ndarray:
     return np.where((observed > 0) & (expected > 0), ratio, np.nan)
 
 
+@dataclass(frozen=True)
+class TokenLabels:
+    """What the metrics know of a prompt's tokens: their shot, their shot under the placebo
+    boundaries (:func:`placebo_shots`), and their segment as an integer code."""
+
+    shot: np.ndarray
+    placebo: np.ndarray
+    kind: np.ndarray
+
+    @classmethod
+    def of(cls, token_segment: Sequence[str], token_shot: Sequence[int]) -> TokenLabels:
+        """The labels of a prompt; a shot's template tokens are told apart by their place (the
+        label before the word, the end marker after the clue), so no null matches them."""
+        shot, kind = np.asarray(token_shot), np.asarray(token_segment, dtype=object).copy()
+        for s in np.unique(shot[shot >= 1]):
+            tokens = np.flatnonzero(shot == s)
+            content = tokens[kind[tokens] != TEMPLATE]
+            for t in tokens[kind[tokens] == TEMPLATE]:
+                place = t - tokens[0] if not len(content) or t < content[0] else t - content[-1] + 1000
+                kind[t] = f"{TEMPLATE}:{place}"
+        return cls(shot, placebo_shots(shot), np.unique(kind.astype(str), return_inverse=True)[1].ravel())
+
+
 def choice_metrics(
     maps: np.ndarray, token_segment: Sequence[str], token_shot: Sequence[int], choice: str
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -123,7 +157,8 @@ def choice_metrics(
     the diagonal) under one analysis choice: (values [layer, :data:`CHOICE_METRICS`],
     n_queries [layer])."""
     maps = np.asarray(maps)
-    return _measure(as_float32(maps), xlogx(maps), token_segment, np.asarray(token_shot), choice)
+    labels = TokenLabels.of(token_segment, token_shot)
+    return _measure(as_float32(maps), xlogx(maps), token_segment, labels, choice)
 
 
 def prompt_choices(
@@ -132,26 +167,28 @@ def prompt_choices(
     """:func:`choice_metrics` under every choice: (values [choice, layer, metric], n_queries
     [choice, layer]); the maps are converted once for all choices."""
     maps = np.asarray(maps)
-    values32, terms, shot = as_float32(maps), xlogx(maps), np.asarray(token_shot)
-    results = [_measure(values32, terms, token_segment, shot, choice) for choice in CHOICES]
+    values32, terms = as_float32(maps), xlogx(maps)
+    labels = TokenLabels.of(token_segment, token_shot)
+    results = [_measure(values32, terms, token_segment, labels, choice) for choice in CHOICES]
     return np.stack([v for v, _ in results]), np.stack([n for _, n in results])
 
 
 def _measure(
-    values32: np.ndarray, terms: np.ndarray, token_segment: Sequence[str], shot: np.ndarray, choice: str
+    values32: np.ndarray, terms: np.ndarray, token_segment: Sequence[str], labels: TokenLabels, choice: str
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`choice_metrics` from the maps as float32 and their x·log x."""
     keep = visible_tokens(choice, token_segment)
+    kept = TokenLabels(labels.shot[keep], labels.placebo[keep], labels.kind[keep])
     return _choice_metrics(
-        _restrict(values32, keep), _restrict(terms, keep), keep, shot[keep], renormalise=choice != "full"
+        _restrict(values32, keep), _restrict(terms, keep), keep, kept, renormalise=choice in RENORMALISED
     )
 
 
 def _choice_metrics(
-    b: np.ndarray, terms: np.ndarray, keep: np.ndarray, shot: np.ndarray, renormalise: bool
+    b: np.ndarray, terms: np.ndarray, keep: np.ndarray, labels: TokenLabels, renormalise: bool
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`choice_metrics` of the restricted maps ``b`` [layer, m, m] (float32), their
-    x·log x ``terms``, the kept positions and their shots."""
+    x·log x ``terms``, the kept positions and their labels."""
     num_layers, m = b.shape[0], len(keep)
     if m < 2:
         return np.full((num_layers, len(CHOICE_METRICS)), np.nan), np.zeros(num_layers, dtype=np.int64)
@@ -168,9 +205,12 @@ def _choice_metrics(
     if renormalise:
         entropy += np.log(np.where(valid, mass, 1.0))
     visible_keys = row + 1
+    row_mass = mass * scale
+    diagonal = np.diagonal(r, axis1=1, axis2=2)
     out = dict.fromkeys(CHOICE_METRICS, np.full(num_layers, np.nan))
     out["row_entropy"] = _mean(entropy / np.log(np.maximum(visible_keys, 2)), valid)
-    out["self_mass"] = _mean(np.diagonal(r, axis1=1, axis2=2), valid)
+    out["self_mass"] = _mean(diagonal, valid)
+    out["diagonal_share"] = _mean(2 * diagonal.astype(np.float64) >= row_mass, valid)
     out["previous_mass"] = _mean(np.diagonal(r, -1, axis1=1, axis2=2), valid[:, 1:])
     if keep[0] == 0:
         out["sink_mass"] = _mean(r[:, :, 0], valid)
@@ -179,93 +219,96 @@ def _choice_metrics(
     large_row = large // m  # [layer × row] index
     n_large = np.bincount(large_row, minlength=num_layers * m).reshape(num_layers, m)
     large_mass = np.bincount(large_row, r.reshape(-1)[large], minlength=num_layers * m).reshape(num_layers, m)
-    row_mass = mass * scale
     out["small_share"] = ((visible_keys - n_large) * valid).sum(axis=1) / (visible_keys * valid).sum(axis=1)
     out["small_mass"] = ((row_mass - large_mass) * valid).sum(axis=1) / (row_mass * valid).sum(axis=1)
-    queries = np.flatnonzero((shot >= 2) & (row >= 1))
+    queries = np.flatnonzero((labels.shot >= 2) & (row >= 1))
     if len(queries):
-        out |= _shot_metrics(r, valid, keep, shot, queries)
+        out |= _shot_metrics(r, b, valid, keep, labels, queries)
     return np.stack([out[name] for name in CHOICE_METRICS], axis=1), valid.sum(axis=1)
 
 
-def _distance_sums(r: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(distances, sums [layer, distance]): the sum of ``r`` [layer, m, m] over the causal pairs
-    of rows ≥ 1 at each query–key distance pos(i) − pos(j) that occurs."""
+def placebo_shots(token_shot: Sequence[int]) -> np.ndarray:
+    """Shot labels with every boundary moved to the middle of a shot: the tokens of shots ≥ 1
+    (token positions of the full prompt) are relabelled 1..k + 1 at the midpoints between the
+    shots' first tokens (and of the last shot's span), so every fake boundary cuts a real shot
+    in two. Tokens outside the shots keep 0."""
+    shot = np.asarray(token_shot)
+    positions = np.arange(len(shot))
+    labels = np.unique(shot[shot >= 1])
+    if not len(labels):
+        return np.zeros_like(shot)
+    firsts = np.array([positions[shot == s][0] for s in labels])
+    ends = np.append(firsts[1:], positions[shot == labels[-1]][-1] + 1)
+    boundaries = (firsts + ends) / 2  # the middle of each shot's span
+    return np.where(shot >= 1, 1 + np.searchsorted(boundaries, positions, side="right"), 0)
+
+
+def _boundary_drop(
+    r: np.ndarray, valid: np.ndarray, keep: np.ndarray, shot: np.ndarray, kind: np.ndarray
+) -> np.ndarray:
+    """[layer]: log(O_own / E_own) − log(O_across / E_across) over the causal pairs from a query
+    of shot ≥ 2 to a key of shot ≥ 1 (``shot``: labels of the kept tokens), where E is the null
+    that matches each pair on its distance pos(i) − pos(j), its query's segment and its key's
+    segment (``kind``): the mean of the map over the pairs of that cell. Only cells with both an
+    own-shot and an across-shot pair count, so a map that depends on distance and segments
+    alone scores 0 (NaN without such a cell)."""
     num_layers, m = r.shape[0], len(keep)
-    if keep[-1] - keep[0] + 1 == m:  # consecutive positions: distance d is the d-th subdiagonal
-        # A view by_distance[l, i, d] = r[l, 1 + i, 1 + i − d] of the C-ordered maps: where
-        # 1 + i − d < 0 it reads the tail of row i, above the diagonal, so 0 (one pass, no copy).
-        r = np.ascontiguousarray(r)
-        step = r.strides[2]
-        by_distance = as_strided(
-            r[:, 1:, 1:], (num_layers, m - 1, m), (r.strides[0], r.strides[1] + step, -step), writeable=False
-        )
-        return np.arange(m), by_distance.sum(axis=1, dtype=np.float64)
-    causal = np.tri(m, m, dtype=bool)
-    causal[0] = False
-    flat = np.flatnonzero(causal)
-    pair_distance = (keep[:, None] - keep[None, :]).ravel()[flat]
-    order = np.argsort(pair_distance, kind="stable")
-    distances, starts = np.unique(pair_distance[order], return_index=True)
-    sums = np.add.reduceat(r.reshape(num_layers, -1)[:, flat[order]], starts, axis=1, dtype=np.float64)
-    return distances, sums
+    query, key = np.nonzero(np.tri(m, m, dtype=bool) & (shot[:, None] >= 2) & (shot[None, :] >= 1))
+    keep_pair = query >= 1  # row 0 sees only itself
+    query, key = query[keep_pair], key[keep_pair]
+    if not len(query):
+        return np.full(num_layers, np.nan)
+    own = shot[query] == shot[key]
+    _, cell = np.unique(
+        np.stack([keep[query] - keep[key], kind[query], kind[key]]), axis=1, return_inverse=True
+    )
+    cell = cell.ravel()
+    cells = cell.max() + 1
+    matched = (np.bincount(cell, own, cells) > 0) & (np.bincount(cell, ~own, cells) > 0)
+    pair = matched[cell]
+    if not pair.any():
+        return np.full(num_layers, np.nan)
+    query, key, own, cell = query[pair], key[pair], own[pair], cell[pair]
+    weight = valid[:, query].astype(np.float64)  # [layer, pair]
+    observed = r[:, query, key].astype(np.float64) * weight
+    # The null: each cell's mean over its valid pairs, layer by layer (pairs sorted by cell).
+    order = np.argsort(cell, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(cell[order]) > 0])
+    sums = np.add.reduceat(observed[:, order], starts, axis=1)
+    counts = np.add.reduceat(weight[:, order], starts, axis=1)
+    means = np.divide(sums, counts, out=np.zeros_like(sums), where=counts > 0)
+    expected = means[:, np.searchsorted(cell[order][starts], cell)] * weight
 
+    def log_ratio(part: np.ndarray) -> np.ndarray:
+        return _log_ratio(observed[:, part].sum(axis=1), expected[:, part].sum(axis=1))
 
-def _by_distance(keys: np.ndarray, distance: np.ndarray, bins: int) -> np.ndarray:
-    """[row, distance]: 1 where the row has a key of ``keys`` (bool [row, key]) at that distance."""
-    out = np.zeros((keys.shape[0], bins))
-    rows, cols = np.nonzero(keys)
-    out[rows, distance[rows, cols]] = 1
-    return out
-
-
-def _distance_means(r: np.ndarray, valid: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """[layer, distance]: the mean of the maps ``r`` over the valid rows' causal pairs at each
-    distance pos(i) − pos(j) (0 where no pair has that distance)."""
-    distance = keep[:, None] - keep[None, :]
-    bins = int(distance.max()) + 1
-    distances, sums = _distance_sums(r, keep)
-    counts = (valid.astype(np.float64) @ _by_distance(distance >= 0, distance, bins))[:, distances]
-    means = np.zeros((r.shape[0], bins))
-    means[:, distances] = np.divide(sums, counts, out=np.zeros_like(sums), where=counts > 0)
-    return means
+    return log_ratio(own) - log_ratio(~own)
 
 
 def _shot_metrics(
-    r: np.ndarray, valid: np.ndarray, keep: np.ndarray, shot: np.ndarray, queries: np.ndarray
+    r: np.ndarray,
+    b: np.ndarray,
+    valid: np.ndarray,
+    keep: np.ndarray,
+    labels: TokenLabels,
+    queries: np.ndarray,
 ) -> dict[str, np.ndarray]:
-    """Observed and null shot masses and the boundary drop of the rows ``queries`` (shots ≥ 2).
-
-    A row has at most one key at each distance, so the null's mass of query q on a key set K
-    is Σ_d mean(d)·[q has a key of K at d] / Σ_d mean(d)·[q has a key at d]: one product of
-    the distance means with per-query indicators, no null map."""
+    """Within- and across-shot masses of the choice's rows ``r`` at ``queries`` (shots ≥ 2), and
+    the boundary drop at the real and at the placebo boundaries (:func:`placebo_shots`) on the
+    values as the model gave them, ``b``: renormalising scales each row by its own visible mass,
+    which a null of pairs from different rows cannot match."""
+    shot = labels.shot
     query_shot = shot[queries][:, None]
-    distance = keep[queries][:, None] - keep[None, :]  # [query, key]
-    causal = distance >= 0
+    causal = keep[queries][:, None] >= keep[None, :]
     own = causal & (shot == query_shot)
-    previous = causal & (shot == query_shot - 1)
-    matched = np.isin(distance, np.intersect1d(distance[own], distance[previous]))
-    key_sets = {"own": own, "across": causal & (shot >= 1) & ~own, "own_matched": own & matched}
-    key_sets["previous_matched"] = previous & matched
+    across = causal & (shot >= 1) & ~own
     rows = r[:, queries]
-    observed = {name: np.einsum("lqk,qk->lq", rows, keys) for name, keys in key_sets.items()}
-    means = _distance_means(r, valid, keep)
-    indicators = [_by_distance(keys, distance, means.shape[1]) for keys in (causal, *key_sets.values())]
-    null_mass = means @ np.concatenate(indicators).T  # [layer, key set × query]
-    total, *masses = np.split(null_mass, len(indicators), axis=1)
     q_valid = valid[:, queries]
-    share = np.divide(masses, total, out=np.zeros_like(masses), where=(total > 0) & q_valid)
-    null = dict(zip(key_sets, share))
-
-    def drop(name: str) -> np.ndarray:
-        return _log_ratio(observed[name].sum(axis=1), null[name].sum(axis=1))
-
     return {
-        "within_shot_mass": _mean(observed["own"], q_valid),
-        "across_shot_mass": _mean(observed["across"], q_valid),
-        "within_shot_null": _mean(null["own"], q_valid),
-        "across_shot_null": _mean(null["across"], q_valid),
-        "boundary_drop": drop("own_matched") - drop("previous_matched"),
+        "within_shot_mass": _mean(np.einsum("lqk,qk->lq", rows, own), q_valid),
+        "across_shot_mass": _mean(np.einsum("lqk,qk->lq", rows, across), q_valid),
+        "boundary_drop": _boundary_drop(b, valid, keep, shot, labels.kind),
+        "placebo_drop": _boundary_drop(b, valid, keep, labels.placebo, labels.kind),
     }
 
 

@@ -4,13 +4,14 @@ on the per-prompt tables of the maps under one analysis choice."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
 from attnscope import stats
-from attnscope.claims.records import Result, Setting, Thresholds, not_measured, verdict_of
+from attnscope.claims.records import Result, Setting, Thresholds, equivalence_of, not_measured, verdict_of
 from attnscope.claims.tables import (
     PromptTable,
     band_mean,
@@ -27,32 +28,54 @@ from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED, SUPPORT
 METRIC_NAMES = {"row_entropy": "normalised entropy", "self_mass": "self mass"}
 
 
-def _bands_of(ev: Evidence, setting: Setting, metric: str) -> PromptTable | None:
-    return prompt_table(ev.choices, ["trained"], [metric], setting.choice)
+def _bands_of(ev: Evidence, setting: Setting, metrics: list[str]) -> PromptTable | None:
+    return prompt_table(ev.choices, ["trained"], metrics, setting.choice)
 
 
-def _band_text(table: PromptTable, band: str | int, name: str) -> str:
+def _band_text(table: PromptTable, band: str | int, name: str, column: int = 0) -> str:
+    """``name`` of each band, from the table's ``column``-th metric."""
     parts = layer_bands(table.num_layers, band)
-    means = np.nanmean(table.values, axis=0)
+    means = np.nanmean(table.values, axis=0).reshape(-1, table.num_layers)[column]
     return name + " " + ", ".join(f"{part} {band_mean(means, idx):.3g}" for part, idx in parts.items())
 
 
-def diagonal(band_part: str) -> Callable[[Evidence, Thresholds, Setting], Result]:
-    """Self mass of the early or late band against the middle one."""
+def early_diagonal(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
+    """The early band's share of diagonally dominant rows (a_ii ≥ Σ_{j≠i} a_ij over the visible
+    keys); the self mass of every band and early/middle are reported beside it."""
+    table = _bands_of(ev, setting, ["diagonal_share", "self_mass"])
+    if table is None:
+        return not_measured("no trained attention metrics")
+    parts = layer_bands(table.num_layers, setting.band)
+    interval = table.interval(lambda m: band_mean(m[..., 0, :], parts["early"]))
+    ratio = table.interval(
+        lambda m: band_mean(m[..., 1, :], parts["early"]) / band_mean(m[..., 1, :], parts["middle"])
+    )
+    verdict = verdict_of(interval, th.dominant_share, th.dominant_share)
+    measured = (
+        f"early rows diagonally dominant: {interval} ({_band_text(table, setting.band, 'share', 0)}); "
+        f"{_band_text(table, setting.band, 'self mass', 1)}, early/middle {ratio}"
+    )
+    return Result(verdict, interval, measured, n_seeds=table.n_seeds)
 
-    def measure(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
-        table = _bands_of(ev, setting, "self_mass")
-        if table is None:
-            return not_measured("no trained attention metrics")
-        parts = layer_bands(table.num_layers, setting.band)
-        interval = table.interval(
-            lambda m: band_mean(m[..., 0, :], parts[band_part]) / band_mean(m[..., 0, :], parts["middle"])
-        )
-        verdict = verdict_of(interval, th.ratio_supported, th.ratio_contradicted)
-        measured = f"{_band_text(table, setting.band, 'self mass')}; {band_part}/middle = {interval}"
-        return Result(verdict, interval, measured, n_seeds=table.n_seeds)
 
-    return measure
+def late_resembles_early(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
+    """Late minus early share of diagonally dominant rows, tested for equivalence (±resemblance);
+    the late/early self-mass ratio is reported beside it."""
+    table = _bands_of(ev, setting, ["diagonal_share", "self_mass"])
+    if table is None:
+        return not_measured("no trained attention metrics")
+    parts = layer_bands(table.num_layers, setting.band)
+    interval = table.interval(
+        lambda m: band_mean(m[..., 0, :], parts["late"]) - band_mean(m[..., 0, :], parts["early"])
+    )
+    ratio = table.interval(
+        lambda m: band_mean(m[..., 1, :], parts["late"]) / band_mean(m[..., 1, :], parts["early"])
+    )
+    measured = (
+        f"diagonally dominant rows, late − early: {interval} "
+        f"({_band_text(table, setting.band, 'share', 0)}); self mass late/early {ratio}"
+    )
+    return Result(equivalence_of(interval, th.resemblance), interval, measured, n_seeds=table.n_seeds)
 
 
 def entropy_step(later: str, earlier: str, sign: int) -> Callable[[Evidence, Thresholds, Setting], Result]:
@@ -60,7 +83,7 @@ def entropy_step(later: str, earlier: str, sign: int) -> Callable[[Evidence, Thr
     (``sign`` +1: attention disperses) or down (−1: it contracts) by the entropy step."""
 
     def measure(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
-        table = _bands_of(ev, setting, "row_entropy")
+        table = _bands_of(ev, setting, ["row_entropy"])
         if table is None:
             return not_measured("no trained attention metrics")
         parts = layer_bands(table.num_layers, setting.band)
@@ -75,31 +98,32 @@ def entropy_step(later: str, earlier: str, sign: int) -> Callable[[Evidence, Thr
 
 
 def within_shot(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
-    """The shot-boundary drop: log(observed/null) on the query's own-shot keys minus the same on
-    the preceding shot's keys at matched distances, so locality alone scores 0
-    (:mod:`attnscope.choices`); the within-shot mass over its null is reported beside it."""
-    columns = ["boundary_drop", "within_shot_mass", "within_shot_null", "across_shot_mass"]
+    """The shot-boundary drop: log(observed/null) on own-shot keys minus the same on other shots'
+    keys, the null matched on distance, query segment and key segment (:mod:`attnscope.choices`),
+    so locality and segment preferences score 0; it must also exceed the drop at placebo
+    boundaries (moved to the middle of each shot)."""
+    columns = ["boundary_drop", "placebo_drop", "within_shot_mass", "across_shot_mass"]
     table = prompt_table(ev.choices, ["trained"], columns, setting.choice)
     if table is None:
         return not_measured("no trained attention metrics")
-    if np.isnan(table.values[:, : table.num_layers]).all():
+    layers = table.num_layers
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a layer where no prompt has a drop
+        means = np.nanmean(table.values, axis=0).reshape(len(columns), layers)
+    masses = f"within-shot mass {np.nanmean(means[2]):.3g}, across-shot {np.nanmean(means[3]):.3g}"
+    if np.isnan(table.values[:, :layers]).all():
         return not_measured(
-            "no query in shot 2 or later with keys of its own and the preceding shot (k = 1?)"
+            "not identifiable under this choice: no query–key distance at which a query's own shot and "
+            f"another shot hold keys of the same segments (the prompt format keeps them apart); {masses}"
         )
     interval = table.interval(lambda m: np.nanmean(m[..., 0, :], axis=-1))
-
-    def over_null(m: np.ndarray) -> np.ndarray:
-        return np.nanmean(m[..., 1, :], axis=-1) / np.nanmean(m[..., 2, :], axis=-1)
-
-    ratio = table.interval(over_null)
-    means = np.nanmean(table.values, axis=0).reshape(len(columns), table.num_layers)
-    valid = ~np.isnan(means[1]) & ~np.isnan(means[3])
-    share = float((means[1][valid] > means[3][valid]).mean())
+    excess = table.interval(lambda m: np.nanmean(m[..., 0, :] - m[..., 1, :], axis=-1))
     verdict = verdict_of(interval, th.boundary_drop, 0.0)
+    if verdict == SUPPORTED and not excess.low > 0:
+        verdict = INCONCLUSIVE
     measured = (
-        f"shot-boundary drop (log ratio) {interval}, dropping in {int((means[0] > 0).sum())} of "
-        f"{table.num_layers} layers; within-shot mass / its distance-matched null {ratio}; "
-        f"(without a null: within > across in {share:.0%} of {int(valid.sum())} layers)"
+        f"shot-boundary drop (log ratio) {interval}, dropping in {int((means[0] > 0).sum())} of {layers} "
+        f"layers; minus the placebo boundaries' drop {excess}; {masses}"
     )
     return Result(verdict, interval, measured, n_seeds=table.n_seeds)
 

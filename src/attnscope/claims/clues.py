@@ -5,13 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
-
 from attnscope import stats
 from attnscope.claims.records import Result, Setting, Thresholds, not_measured, verdict_of
 from attnscope.claims.tables import PromptTable, paired_table, pick_variant, prompt_table
 from attnscope.evidence import Evidence
-from attnscope.verdicts import SUPPORTED
+from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 
 
 def _reference_clues(ev: Evidence, name: str, column: str) -> tuple[PromptTable, PromptTable] | None:
@@ -29,7 +27,7 @@ def clue_claim(
     direction: str, alpha: float, column: str, bar: Callable[[Thresholds], float], what: str
 ) -> Callable[[Evidence, Thresholds, Setting], Result]:
     """A claim on the α edit's clues: its mean ``column`` clears the bar and exceeds trained's
-    (paired per prompt); contradicted if it does not exceed trained's."""
+    (paired per prompt); contradicted if it does not exceed trained's or lies wholly below the bar."""
     label = "qkscale-a" + ("2" if direction == "up" else "0.5")
 
     def measure(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
@@ -46,8 +44,9 @@ def clue_claim(
         level = edited.interval(lambda m: m[..., 0, 0])
         above = delta.interval(lambda m: m[..., 0, 0])
         verdict = verdict_of(above, 1e-12, 0.0)
-        if verdict == SUPPORTED:
-            verdict = verdict_of(level, bar(th), -np.inf)
+        if verdict != CONTRADICTED:
+            at_bar = verdict_of(level, bar(th), bar(th))
+            verdict = at_bar if at_bar == CONTRADICTED or verdict == SUPPORTED else verdict
         measured = f"{what}: {name} {level}, minus trained (paired) {above}"
         return Result(verdict, level, measured, f"trained, {name}", edited.n_seeds)
 
@@ -75,8 +74,10 @@ def more_shots(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
     overall = stats.cluster_mean_interval(paired[ks[-1]] - paired[ks[0]])
     if all(step.low > 0 for step in steps):
         verdict = SUPPORTED
+    elif any(step.high < 0 for step in (*steps, overall)):
+        verdict = CONTRADICTED  # a step in k (or the whole range) lowers quality
     else:
-        verdict = verdict_of(overall, np.inf, 0.0)
+        verdict = INCONCLUSIVE
     of_category = trained[trained["category"] == category]
     n_all = of_category.groupby("k")["target"].nunique()
     levels = ", ".join(

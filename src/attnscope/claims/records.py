@@ -54,10 +54,12 @@ SENSITIVITY_COLUMNS = [
 class Thresholds:
     """The bars of every verdict (see ``docs/figures.md``, "Claims")."""
 
-    ratio_supported: float = 1.5
-    """self-mass ratio (early/middle, late/middle) at or above which a band is 'diagonal-dominant' again"""
-    ratio_contradicted: float = 1.0
-    """... at or below which it is not more diagonal than the middle layers at all"""
+    dominant_share: float = 0.5
+    """share of a band's rows that must be diagonally dominant (the diagonal at least the rest of the
+    row: a_ii ≥ Σ_{j≠i} a_ij) for the band to be 'diagonal-dominant'; wholly below it, it is not"""
+    resemblance: float = 0.1
+    """largest difference of the diagonally dominant share between two bands that still counts as
+    'resembling' (an equivalence margin: the whole interval must lie within ±margin)"""
     entropy_step: float = 0.05
     """entropy difference between bands that counts as dispersion / contraction"""
     layer_share: float = 0.8
@@ -65,9 +67,9 @@ class Thresholds:
     layer_share_contradicted: float = 0.5
     """share of heads at or below which an alignment claim is contradicted"""
     boundary_drop: float = 0.25
-    """log ratio by which a query's own-shot keys beat the preceding shot's at equal distance
-    (relative to the distance-matched null) that counts as attending within the shot: e^0.25 ≈
-    1.28×; pure locality scores 0 (within ±0.15 on synthetic maps)"""
+    """log ratio by which own-shot keys beat other shots' keys against the null matched on distance,
+    query segment and key segment (:mod:`attnscope.choices`) that counts as attending within the
+    shot: e^0.25 ≈ 1.28×; maps that depend on distance and segments alone score 0"""
     small_mass: float = 0.5
     """share of the attention mass carried by values ≤ 0.1 that counts as 'mostly in [0, 0.1]'"""
     weak_correlation: float = 0.3
@@ -154,3 +156,15 @@ def verdict_of(interval: Interval, supported_at: float, contradicted_at: float) 
         return NOT_MEASURED  # e.g. a layer band the model is too shallow for
     side = stats.interval_side(interval, supported_at, contradicted_at)
     return {1: SUPPORTED, -1: CONTRADICTED, 0: INCONCLUSIVE}[side]
+
+
+def equivalence_of(interval: Interval, margin: float) -> str:
+    """The verdict of a difference that should be about 0: supported when the whole interval lies
+    within ±``margin``, contradicted when it lies wholly outside, else inconclusive."""
+    if np.isnan(interval.estimate):
+        return NOT_MEASURED
+    if -margin <= interval.low and interval.high <= margin:
+        return SUPPORTED
+    if interval.low > margin or interval.high < -margin:
+        return CONTRADICTED
+    return INCONCLUSIVE

@@ -8,8 +8,9 @@ from attnscope.claims.attention import (
     ablation,
     alpha_up_self,
     cosine_weak,
-    diagonal,
+    early_diagonal,
     entropy_step,
+    late_resembles_early,
     random_uniform,
     value_domain,
     within_shot,
@@ -33,9 +34,10 @@ CLAIMS = (
         "early-diagonal",
         "8.2, 9.1",
         "Early layers are nearly diagonal-dominant",
-        "self mass (head mean), early band / middle band of the layers",
-        "supported ≥ {t.ratio_supported:g}; contradicted ≤ {t.ratio_contradicted:g}",
-        diagonal("early"),
+        "share of the early band's rows that are diagonally dominant (a_ii ≥ Σ_{{j≠i}} a_ij over the "
+        "visible keys)",
+        "supported ≥ {t.dominant_share:.0%}; contradicted < {t.dominant_share:.0%}",
+        early_diagonal,
         BANDS,
     ),
     Claim(
@@ -60,19 +62,19 @@ CLAIMS = (
         "late-diagonal",
         "8.2",
         "Late layers resemble the diagonal-dominant early layers",
-        "self mass (head mean), late band / middle band",
-        "supported ≥ {t.ratio_supported:g}; contradicted ≤ {t.ratio_contradicted:g}",
-        diagonal("late"),
+        "share of diagonally dominant rows, late band − early band",
+        "supported within ±{t.resemblance:g} (equivalence); contradicted wholly outside",
+        late_resembles_early,
         BANDS,
     ),
     Claim(
         "within-shot",
         "8.2",
         "Words attend within their own shot, not across shot boundaries",
-        "shot-boundary drop: log(observed / distance-matched null) on the query's own-shot keys minus "
-        "the same on the preceding shot's keys at equal distances (0 for attention that depends only "
-        "on the query–key distance), queries of shots 2..k",
-        "supported ≥ {t.boundary_drop:g}; contradicted ≤ 0",
+        "shot-boundary drop: log(observed / null) on own-shot keys minus the same on other shots' keys, "
+        "the null matched on query–key distance, query segment and key segment (0 for attention that "
+        "depends only on them), queries of shots 2..k",
+        "supported ≥ {t.boundary_drop:g} and above the drop at placebo boundaries; contradicted ≤ 0",
         within_shot,
         MAPS,
     ),
@@ -135,7 +137,8 @@ CLAIMS = (
         "8.5, 9.1",
         "With α = 2 the model writes English that repeats the prompt",
         "mean share of a clue's word bigrams that occur in its prompt",
-        "supported ≥ {t.copy_share:g} and above trained (paired); contradicted if not above trained",
+        "supported ≥ {t.copy_share:g} and above trained (paired); contradicted if not above trained or "
+        "wholly below {t.copy_share:g}",
         clue_claim(
             "up",
             2.0,
@@ -149,7 +152,8 @@ CLAIMS = (
         "8.5, 9.1",
         "With α = ½ the model writes empty or broken text",
         "share of clues that are empty or lack the closing end marker",
-        "supported ≥ {t.broken_share:.0%} and above trained (paired); contradicted if not above trained",
+        "supported ≥ {t.broken_share:.0%} and above trained (paired); contradicted if not above trained "
+        "or wholly below {t.broken_share:.0%}",
         clue_claim("down", 0.5, "broken", lambda th: th.broken_share, "share of clues empty or unterminated"),
     ),
     Claim(
@@ -157,8 +161,8 @@ CLAIMS = (
         "8.1",
         "Clue quality increases with the number of shots k",
         "sentence chrF against the reference clues, trained, paired per target between k",
-        "supported if every step in k raises it (paired interval > 0); contradicted if the largest k "
-        "is below the smallest (interval < 0)",
+        "supported if every step in k raises it (paired interval > 0); contradicted if a step or the "
+        "whole range lowers it (interval < 0)",
         more_shots,
     ),
     Claim(
@@ -175,7 +179,7 @@ CLAIMS = (
         "7.2.2, A.22",
         "Tr(W_qᵀW_k) behaves like that of random matrices (z-scores mostly small)",
         "share of layers with |z| ≤ {t.alignment_z:g} against random init (trained)",
-        "supported ≥ {t.layer_share:.0%}; contradicted < {t.layer_share_contradicted:.0%}",
+        "supported ≥ {t.layer_share:.0%}; contradicted ≤ {t.layer_share_contradicted:.0%}",
         alignment_small("layer"),
         NULLS,
     ),
@@ -184,7 +188,7 @@ CLAIMS = (
         "7.2.2, A.22",
         "Per head, Tr(W_q,hᵀW_k,h) behaves like that of random matrices",
         "share of query heads with |z| ≤ {t.alignment_z:g} against random init (trained)",
-        "supported ≥ {t.layer_share:.0%}; contradicted < {t.layer_share_contradicted:.0%}",
+        "supported ≥ {t.layer_share:.0%}; contradicted ≤ {t.layer_share_contradicted:.0%}",
         alignment_small("head"),
         NULLS,
     ),
@@ -193,7 +197,7 @@ CLAIMS = (
         "7.2.2, A.22",
         "Per head, W_q and W_k are aligned like independent random matrices (scale-free)",
         "share of query heads with |cosine|·√n ≤ {t.alignment_z:g}, cosine = Tr(W_qᵀW_k) / (‖W_q‖_F‖W_k‖_F)",
-        "supported ≥ {t.layer_share:.0%}; contradicted < {t.layer_share_contradicted:.0%}",
+        "supported ≥ {t.layer_share:.0%}; contradicted ≤ {t.layer_share_contradicted:.0%}",
         alignment_small("head", scale_free=True),
         NULLS,
     ),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
@@ -19,10 +19,10 @@ from attnscope.claims.records import (
     Thresholds,
 )
 from attnscope.claims.registry import CLAIMS
-from attnscope.claims.tables import DEFAULT_BANDS, THESIS_CHOICE
+from attnscope.claims.tables import DEFAULT_BANDS, THESIS_CHOICE, band_name
 from attnscope.evidence import Evidence
 from attnscope.matrices import FORMS
-from attnscope.verdicts import CONTRADICTED, NOT_MEASURED
+from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED
 
 
 def settings(claim: Claim, ev: Evidence, bands: Sequence[str | int]) -> list[Setting]:
@@ -67,17 +67,45 @@ def _measure_all(ev: Evidence, th: Thresholds, bands: Sequence[str | int]) -> li
     return list(rows.values())
 
 
+COVERS = {"choice": "choices", "band": "bands", "form": "forms", "scale_free": "scale-free", "null": "nulls"}
+"""How the robust column names what the other settings of a claim vary."""
+
+
 def robustness(ev: Evidence, results: Mapping[Setting, Result]) -> str:
     """``yes`` when every other measured setting's verdict agrees with the first's, else the
-    ones that differ (``–`` with nothing to compare: one setting, or none measured)."""
-    (_, headline), *others = results.items()
+    ones that differ (``–`` with nothing to compare: one setting, or none measured); either way
+    with what the agreement covers: the settings varied and the draws (shot or init seeds)."""
+    (first, headline), *others = results.items()
     measured = [(s, r) for s, r in others if r.verdict != NOT_MEASURED]
     if not measured or headline.verdict == NOT_MEASURED:
         return "–"
+    varied = [
+        name
+        for field_name, name in COVERS.items()
+        if len({getattr(s, field_name) for s, _ in [(first, headline), *measured]}) > 1
+    ]
+    draws = f"{headline.n_seeds} {'shot draw' if headline.per_prompt else 'init seed'}"
+    covers = ", ".join(varied) + f"; {draws}{'s' if headline.n_seeds != 1 else ''}"
     differ = [
         f"{s.label()}: {_verdict_on(ev, r.verdict)}" for s, r in measured if r.verdict != headline.verdict
     ]
-    return "yes" if not differ else "no (" + "; ".join(differ) + ")"
+    return f"yes ({covers})" if not differ else f"no ({covers}: " + "; ".join(differ) + ")"
+
+
+def headline(results: Mapping[Setting, Result]) -> tuple[Setting, Result]:
+    """The first setting (the thesis's choice, the first band) and its result; where the claim is
+    measured over layer bands, its verdict stands only if every band agrees under that choice,
+    else it is *inconclusive* and the measured text says which band gives which verdict."""
+    (setting, result), *_ = results.items()
+    by_band = {s.band: r for s, r in results.items() if s.band is not None and s.choice == setting.choice}
+    verdicts = {band: r.verdict for band, r in by_band.items() if r.verdict != NOT_MEASURED}
+    if len(set(verdicts.values())) <= 1:
+        return setting, result
+    disagree = "; ".join(f"{band_name(band)}: {verdict}" for band, verdict in verdicts.items())
+    measured = (
+        f"the bands disagree ({disagree}), so no band decides; {band_name(setting.band)}: {result.measured}"
+    )
+    return setting, replace(result, verdict=INCONCLUSIVE, measured=measured)
 
 
 def evaluate(
@@ -92,7 +120,7 @@ def evaluate(
     for row in _measure_all(evidence, thresholds, bands):
         if not row.results:
             continue
-        (setting, result), *_ = row.results.items()
+        setting, result = headline(row.results)
         interval = result.interval
         table.append(
             {

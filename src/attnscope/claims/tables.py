@@ -16,8 +16,9 @@ from attnscope import variants as variant_names
 from attnscope.stats import Interval
 
 THESIS_CHOICE = "words"
-"""The thesis's analysis choice: "I chose to plot only the attention scores that address the
-words and clues" (keys and queries restricted to them, rows renormalised)."""
+"""The thesis's analysis choice (ch. 8.2): "I chose to plot only the attention scores that address
+the words and clues; therefore, they do not sum to 1" (keys and queries restricted to them, rows
+as the model computed them, not renormalised)."""
 DEFAULT_BANDS: tuple[str | int, ...] = ("thirds", 3, 5)
 """``claims.bands``: the layers split into thirds, or the first/last n layers against the rest."""
 

@@ -8,12 +8,11 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from attnscope import stats
 from attnscope.claims.records import Result, Setting, Thresholds, not_measured, verdict_of
 from attnscope.comparison import OBSERVATIONS, Observation
 from attnscope.evidence import Evidence
 from attnscope.matrices import FORMS
-from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED
+from attnscope.stats import Interval
 
 
 def _layer_values(table: pd.DataFrame, form: str, matrix: str, column: str | Callable) -> pd.Series:
@@ -27,10 +26,22 @@ def _layer_values(table: pd.DataFrame, form: str, matrix: str, column: str | Cal
     return pd.Series(np.asarray(values, np.float64), index=rows["layer"].to_numpy())
 
 
-def _observation_result(ev: Evidence, obs: Observation, matrix: str, setting: Setting) -> Result | None:
-    """A learned/random ratio of layer means with an interval over layers (paired by layer),
-    judged by the observation's criterion on the whole interval. Scale-free: the top singular
-    value's share σ_max²/‖W‖²_F (1 / stable rank) in place of σ_max; Σσ² has no scale-free form."""
+def layer_share_interval(passes: np.ndarray, per_seed: list[np.ndarray]) -> Interval:
+    """The share of layers (or heads) that pass, as an interval over the init seeds: from the
+    lowest to the highest share that one seed alone gives (a point with fewer than two seeds).
+    The layers are the population the claim is about, not a sample of it: they are not resampled."""
+    share = float(np.mean(passes))
+    shares = [float(np.mean(p)) for p in per_seed] if len(per_seed) > 1 else []
+    return Interval(share, min([share, *shares]), max([share, *shares]), len(passes), len(passes))
+
+
+def _observation_result(
+    ev: Evidence, obs: Observation, matrix: str, setting: Setting, th: Thresholds
+) -> Result | None:
+    """The share of layers whose learned/random ratio meets the observation's criterion (random:
+    the init seeds' mean per layer), with the ratio's min / median / max over layers. Scale-free:
+    the top singular value's share σ_max²/‖W‖²_F (1 / stable rank) in place of σ_max; Σσ² has no
+    scale-free form."""
     randoms = [v for v in ev.spectra if v != "trained"]
     if setting.scale_free:
         if obs.measure != "sv_max":
@@ -39,21 +50,23 @@ def _observation_result(ev: Evidence, obs: Observation, matrix: str, setting: Se
     else:
         column = obs.measure
     trained = _layer_values(ev.spectra["trained"], setting.form, matrix, column)
-    random = pd.concat([_layer_values(ev.spectra[v], setting.form, matrix, column) for v in randoms])
-    random = random.groupby(level=0).mean()
-    layers = trained.index.intersection(random.index)
+    seeds = pd.concat([_layer_values(ev.spectra[v], setting.form, matrix, column) for v in randoms], axis=1)
+    layers = trained.index.intersection(seeds.dropna().index)
     if not len(layers):
         return None
-    values = np.column_stack([trained[layers], random[layers]])
-    interval = stats.cluster_interval(values, layers, lambda m: m[..., 0] / m[..., 1])
-    grid = np.linspace(interval.low, interval.high, 65)
-    passes = np.array([obs.test(r) for r in grid])
-    verdict = SUPPORTED if passes.all() else CONTRADICTED if not passes.any() else INCONCLUSIVE
+    seeds = seeds.loc[layers].to_numpy()
+    ratio = trained[layers].to_numpy() / seeds.mean(axis=1)
+    test = np.vectorize(obs.test, otypes=[bool])
+    interval = layer_share_interval(
+        test(ratio), [test(trained[layers].to_numpy() / seeds[:, i]) for i in range(seeds.shape[1])]
+    )
+    verdict = verdict_of(interval, th.layer_share, th.layer_share_contradicted)
     low, high = obs.thesis_range
     what = "σ_max²/‖W‖²_F" if setting.scale_free else {"sum_sigma2": "Σσ²", "sv_max": "σ_max"}[obs.measure]
     measured = (
-        f"W_{matrix} {what}: trained {np.mean(values[:, 0]):.4g}, random {np.mean(values[:, 1]):.4g}, "
-        f"ratio {interval} over {len(layers)} layers (thesis {low:g}–{high:g}); {obs.criterion}"
+        f"W_{matrix} {what}: learned/random ratio per layer min {ratio.min():.3g}, median "
+        f"{np.median(ratio):.3g}, max {ratio.max():.3g} (thesis {low:g}–{high:g}); {obs.criterion} in "
+        f"{int(test(ratio).sum())} of {len(layers)} layers, share {interval} over {len(randoms)} init seed(s)"
     )
     return Result(
         verdict, interval, measured, f"trained, {', '.join(randoms)}", len(randoms), per_prompt=False
@@ -66,7 +79,7 @@ def spectrum_rows(ev: Evidence, th: Thresholds, setting: Setting) -> list[tuple[
         statement = "Learned W_q/W_k spectra differ from random as observed in ch. 7.2.2"
         return [(statement, not_measured("no trained and random spectra tables", "trained, random-s*"))]
     return [
-        (f"W_{matrix}: {obs.statement}", _observation_result(ev, obs, matrix, setting))
+        (f"W_{matrix}: {obs.statement}", _observation_result(ev, obs, matrix, setting, th))
         for obs in OBSERVATIONS
         for matrix in obs.matrices
     ]
@@ -84,7 +97,7 @@ def alignment_small(
     cosine·√n, the trace over ‖W_q‖_F‖W_k‖_F, which is ≈ N(0, 1/n) for independent random
     matrices of any scale and so tests the alignment alone. Under the ``init seeds`` null the
     statistic is standardised by the random seeds' own mean and spread per layer (head) instead
-    of the formula's. Interval: heads resampled by layer."""
+    of the formula's. The layers (heads) are the population, not resampled (:func:`layer_share_interval`)."""
 
     def statistic(table: pd.DataFrame) -> pd.Series:
         rows = table[table["scope"] == scope].set_index(["layer", "head"] if scope == "head" else ["layer"])
@@ -101,8 +114,9 @@ def alignment_small(
             spread = pd.concat(randoms, axis=1)
             trained = (trained - spread.mean(axis=1)) / spread.std(axis=1, ddof=1)
         z = trained.abs()
-        layers = z.index.get_level_values("layer").to_numpy()
-        interval = stats.cluster_mean_interval((z <= th.alignment_z).astype(float), layers)
+        if z.empty:
+            return not_measured(f"no {scope} rows in the base-alignment table")
+        interval = layer_share_interval((z <= th.alignment_z).to_numpy(), [])
         verdict = verdict_of(interval, th.layer_share, th.layer_share_contradicted)
         name = "|cosine|·√n" if scale_free else "|z|"
         measured = (
