@@ -107,24 +107,24 @@ def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-def check_attrs(attrs: Any) -> str | None:
-    """What is wrong with a store's root attributes (None: nothing): a mapping with this explorer's
+def check_attrs(attrs: dict[str, Any]) -> str | None:
+    """What is wrong with a store's root attributes (None: nothing): this explorer's
     ``store_version``, ``num_layers`` and ``num_heads`` positive integers, ``metrics`` a list of
-    names, ``prompts`` a list of ``{group, target}`` with plain group names."""
-    if not isinstance(attrs, dict):
-        return f"root attributes are a {type(attrs).__name__}, not a mapping"
+    names, ``prompts`` a non-empty list of ``{group, target}`` with plain group names."""
     version = attrs.get("store_version")
     if version != STORE_VERSION:
         return f"store version {version}, this explorer reads version {STORE_VERSION}"
+    for key in ("num_layers", "num_heads", "metrics", "prompts"):
+        if key not in attrs:
+            return f"attribute {key!r} missing"
     for key in ("num_layers", "num_heads"):
-        if not _is_count(attrs.get(key)):
-            return f"attribute {key!r} is {attrs.get(key)!r}, not a positive integer"
-    metrics = attrs.get("metrics")
+        if not _is_count(attrs[key]):
+            return f"attribute {key!r} is {attrs[key]!r}, not a positive integer"
+    metrics, prompts = attrs["metrics"], attrs["prompts"]
     if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
-        return f"attribute 'metrics' is {type(metrics).__name__}, not a list of names"
-    prompts = attrs.get("prompts")
+        return f"attribute 'metrics' is a {type(metrics).__name__}, not a list of names"
     if not isinstance(prompts, list) or not prompts:
-        return f"attribute 'prompts' is {type(prompts).__name__}, not a non-empty list"
+        return f"attribute 'prompts' is a {type(prompts).__name__}, not a non-empty list"
     for i, entry in enumerate(prompts):
         if not (
             isinstance(entry, dict)

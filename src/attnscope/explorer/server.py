@@ -33,7 +33,7 @@ REQUEST_QUEUE_SIZE = 128
 """The listen backlog: a burst of page requests waits in it instead of losing SYNs."""
 CONNECTION_TIMEOUT_S = 15
 """A connection idle (or sending half a request) this long is closed, freeing its thread."""
-INTEGER = re.compile(r"-?[0-9]{1,30}")
+INTEGER = re.compile(r"-?[0-9]{1,64}")
 """An integer query parameter: ASCII digits only (``int()`` would also take ``1_0``, `` 2 `` and
 other scripts' digits)."""
 
