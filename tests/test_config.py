@@ -216,7 +216,8 @@ def test_repeated_targets_in_a_target_file_name_the_file_and_lines(tmp_path):
         checked(config)
     message = str(error.value)
     assert message.startswith(f"{targets} (data.targets.Animals): repeated target words"), message
-    assert "'Ant' on lines 2, 6; 'Bee' on lines 3, 8" in message and "experiments." not in message
+    assert message.endswith("'Ant' on lines 2, 6; 'Bee' on lines 3, 8; keep one line per word"), message
+    assert "experiments." not in message
 
 
 def test_snakemake_refuses_a_bad_config_before_any_job(tmp_path):

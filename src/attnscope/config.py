@@ -318,7 +318,10 @@ def _targets(key: str, spec: dict[str, Any], target_lists: dict[str, str]) -> tu
         targets = targets[: spec["n_targets"]]
     if not targets:
         raise ConfigError(f"{key}.targets: the target list is empty")
-    duplicates = sorted({t for t in targets if [x.casefold() for x in targets].count(t.casefold()) > 1})
+    folded = [t.casefold() for t in targets]
+    duplicates = [
+        t for i, t in enumerate(targets) if folded.count(folded[i]) > 1 and folded.index(folded[i]) == i
+    ]
     if duplicates and target_file is not None:
         lines = {
             word: [n for t, n in zip(targets, target_file.lines) if t.casefold() == word.casefold()]
