@@ -191,7 +191,10 @@ def test_index_prompt_and_metric_endpoints(server, results):
     ("query", "message"),
     [
         ("/api/map?store=nope&group=000&level=token&layer=0", "no store 'nope'"),
-        (f"/api/map?store={store_id('trained')}&group=000&level=token&layer=9", "layer=9 out of range; valid: 0..1"),
+        (
+            f"/api/map?store={store_id('trained')}&group=000&level=token&layer=9",
+            "layer=9 out of range; valid: 0..1",
+        ),
         (f"/api/map?store={store_id('trained')}&group=001&level=token&layer=0&head=1", "keeps no heads"),
         (f"/api/map?store={store_id('trained')}&group=000&level=word&layer=0&head=1", "head mean only"),
         (f"/api/prompt?store={store_id('trained')}&group=777", "no prompt group '777'"),

@@ -15,6 +15,7 @@ import os
 import re
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -305,7 +306,7 @@ class StoreReader:
         return array
 
     @staticmethod
-    def _checked(entry: StoreEntry, group: str, name: str, read: Any) -> Any:
+    def _checked(entry: StoreEntry, group: str, name: str, read: Callable[[], Any]) -> Any:
         """``read()``, a failure of it as a :class:`StoreError` naming the store and array (the
         exception's type only: a corrupt chunk's bytes are never echoed)."""
         try:

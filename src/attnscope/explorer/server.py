@@ -129,6 +129,8 @@ def make_handler(reader: StoreReader, allowed_hosts: frozenset[str] = LOOPBACK_N
                 self._route(url.path, query)
             except ExplorerError as err:
                 self._json({"error": str(err)}, HTTPStatus(err.status))
+            except ConnectionError:  # the client left mid-answer: nothing to answer
+                self.close_connection = True
             except Exception:  # a bug, not the request's fault: logged once, answered as JSON
                 log.exception("attnscope explore: %s failed", self.path)
                 error = "internal error; the server's terminal shows its traceback"
