@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -371,7 +372,7 @@ def test_connections_are_kept_alive(good_server):
 
 
 def test_half_a_request_is_dropped_after_the_timeout(results, monkeypatch):
-    monkeypatch.setattr(server, "CONNECTION_TIMEOUT_S", 1)
+    monkeypatch.setattr(server, "CONNECTION_TIMEOUT_S", 1, raising=False)  # (a server without one hangs)
     with serving(StoreReader(results)) as address, socket.create_connection(address, timeout=30) as raw:
         raw.sendall(b"GET /api/index HTTP/1.1\r\nHost: 127")  # never finished
         started = time.perf_counter()
@@ -388,6 +389,15 @@ def test_ipv6_loopback(results):
     with serving(StoreReader(results), "::1") as address:
         status, _, body = request(address, "/api/index", headers={"Host": f"[::1]:{address[1]}"})
     assert status == 200 and json.loads(body)["stores"]
+
+
+def test_a_store_id_with_url_characters_is_served_when_encoded(results, tmp_path):
+    variant = "a&b #1+"
+    shutil.copytree(store_path(results, GOOD), store_path(tmp_path, variant))
+    with serving(StoreReader(tmp_path)) as address:
+        query = urllib.parse.urlencode({"store": f"{MODEL}/{variant}/{EXPERIMENT}", "group": "000"})
+        status, _, body = request(address, f"/api/prompt?{query}")
+    assert status == 200 and json.loads(body)["target"] == "Ant"
 
 
 def test_app_js_encodes_every_url_parameter():
