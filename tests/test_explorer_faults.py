@@ -118,6 +118,8 @@ CHUNK_FAULTS: dict[str, tuple[str, Callable[[Path], None]]] = {
     "missing-cosine": ("cosine", Path.unlink),
     "missing-word-map": ("word_attn_sum", Path.unlink),
     "missing-metrics": ("metrics", Path.unlink),
+    "missing-array-json": ("head_mean", lambda p: (p.parent / "zarr.json").unlink()),
+    "garbage-array-json": ("word_attn_sum", lambda p: (p.parent / "zarr.json").write_text('{"shape": [')),
 }
 FAULT_REQUESTS = {
     "head_mean": map_path("{v}"),

@@ -297,9 +297,9 @@ class StoreReader:
             array = entry.arrays.get(key)
         if array is None:
             prompt = self._prompt(entry, group)
-            if name not in prompt.group:
+            if name == "attn" and not prompt.group.attrs.get("keep_heads"):
                 raise NotFound(f"{entry.id}/{group}: no array {name!r} (the prompt keeps no heads)")
-            array = prompt.group[name]
+            array = self._checked(entry, group, name, lambda: prompt.group[name])
             self._checked(entry, group, name, lambda: check_chunks(array, entry.path / group / name))
             with self.lock:
                 entry.arrays[key] = array
