@@ -199,22 +199,23 @@ def test_a_store_removed_while_serving_is_an_error(results, tmp_path):
 # --- malformed stores: skipped when scanned, listed, the others serve ---
 
 
-def edit_root(key: str, value: object) -> Callable[[Path], None]:
+def edit_metadata(change: Callable[[dict], None]) -> Callable[[Path], None]:
+    """A damage that changes a store's root ``zarr.json`` document in place."""
+
     def edit(path: Path) -> None:
         meta = json.loads((path / "zarr.json").read_text())
-        meta[key] = value
+        change(meta)
         (path / "zarr.json").write_text(json.dumps(meta))
 
     return edit
+
+
+def edit_root(key: str, value: object) -> Callable[[Path], None]:
+    return edit_metadata(lambda meta: meta.update({key: value}))
 
 
 def edit_attrs(change: Callable[[dict], None]) -> Callable[[Path], None]:
-    def edit(path: Path) -> None:
-        meta = json.loads((path / "zarr.json").read_text())
-        change(meta["attributes"])
-        (path / "zarr.json").write_text(json.dumps(meta))
-
-    return edit
+    return edit_metadata(lambda meta: change(meta["attributes"]))
 
 
 def truncate_json(path: Path) -> None:
