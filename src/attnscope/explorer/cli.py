@@ -32,10 +32,8 @@ def main(argv: list[str] | None = None) -> int:
             help=f"top of the {level}-level colour scale (figures.color_max.{level}; none: each map's max)",
         )
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # the reader's problems, on stderr
     reader = StoreReader(args.results, {"token": args.color_max_token, "word": args.color_max_word})
-    for problem in reader.problems:
-        print(f"attnscope explore: {problem}", file=sys.stderr)
     try:
         server = make_server(reader, args.host, args.port)
     except OSError as err:  # the port taken, an address not of this machine, a name that does not resolve

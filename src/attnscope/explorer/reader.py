@@ -197,11 +197,15 @@ class StoreReader:
         self.stores: dict[str, StoreEntry] = {}
         self._scan()
 
-    def _skip(self, path: Path, reason: str, what: str = RERUN) -> None:
-        """Leave a store out, with its reason in the problems, the index's ``unavailable`` and the log."""
+    def _problem(self, text: str) -> None:
+        """A problem of the results folder: in the index (the page shows it) and on the terminal."""
+        self.problems.append(text)
+        log.warning("attnscope explore: %s", text)
+
+    def _skip(self, path: Path, reason: str) -> None:
+        """Leave a store out, with its reason in the problems and the index's ``unavailable``."""
         self.unavailable.append({"path": str(path), "reason": reason})
-        self.problems.append(f"{path}: {reason}; {what}")
-        log.warning("attnscope explore: %s: %s", path, reason)
+        self._problem(f"{path}: {reason}; {RERUN}")
 
     def _open(self, path: Path) -> StoreEntry | None:
         """The store at ``path`` if it opens and its attributes pass :func:`check_attrs`, else None."""
@@ -223,13 +227,13 @@ class StoreReader:
 
     def _scan(self) -> None:
         if not (self.results / "attention").is_dir():
-            self.problems.append(
+            self._problem(
                 f"{self.results}: no attention stores (no folder {self.results / 'attention'}); "
                 "run `snakemake --cores 2 attention` first, or pass the run's results folder"
             )
             return
         for partial in sorted(self.results.glob(PARTIAL_GLOB)):
-            self.problems.append(
+            self._problem(
                 f"{partial}: a store still being written (or left by a killed job); it appears when "
                 "its extract_attention job finishes"
             )
@@ -237,7 +241,7 @@ class StoreReader:
         order = sorted(entries, key=lambda e: (e.model, e.experiment, e.variant != "trained"))
         self.stores = {entry.id: entry for entry in order}  # trained first
         if not self.stores and not self.problems:
-            self.problems.append(
+            self._problem(
                 f"{self.results}: no attention stores under {self.results / STORE_GLOB}; "
                 "run `snakemake --cores 2 attention` first"
             )
