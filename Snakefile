@@ -30,11 +30,15 @@ from attnscope import variants as attnscope_variants
 min_version("9.0")
 
 
+if Path("config.yaml").is_file():  # before Snakemake reads it: a syntax error with its line and column
+    attnscope_config.check_yaml_file("config.yaml")
+
+
 configfile: "config.yaml"
 
 
 for _configfile in workflow.configfiles:
-    attnscope_config.check_duplicate_keys(_configfile)
+    attnscope_config.check_yaml_file(_configfile)
 attnscope_config.validate(config, Path(workflow.basedir, "schemas", "config.schema.yaml"))
 PLAN = attnscope_config.plan(config)
 for _warning in PLAN.warnings:  # also in results/logs/check_targets/ and results/data/targets/

@@ -1,14 +1,18 @@
-"""The explorer's speed: time to the first map, and the 95th percentile of switching layer or head.
+"""The explorer's speed: time to the first map, the 95th percentile of switching layer or head,
+and map requests at 1, 10 and 20 concurrent clients.
 
     python benchmarks/bench_explorer.py --results results            # a finished run's stores
     python benchmarks/bench_explorer.py --synthetic /tmp/mistral-shape  # + a Mistral-7B-shaped store
+    python benchmarks/bench_explorer.py --synthetic /tmp/smollm2-shape --shape 30,9,256  # SmolLM2's
     python benchmarks/bench_explorer.py --results results --browser  # + the page's own time per view
     python benchmarks/bench_explorer.py --results results --store smollm2/trained/animals-k8 --browser
 
 The server runs as its own process (``python -m attnscope.explorer explore``), as a user starts
 it; "first map" is from its start to the first map's bytes (index, prompt labels, map). A switch
 is one ``/api/map`` request for another layer or head (the map the page shows; the page also
-asks for the metric curves, timed apart). The synthetic store has the shape of Mistral-7B
+asks for the metric curves, timed apart). The concurrent figures are 100 map requests (the same
+views) spread over 1, 10 or 20 client threads, each request on its own connection, as a burst of
+page loads or several users make them. The synthetic store has the shape of Mistral-7B
 (32 layers × 32 heads × 1024 tokens, 30 prompts; per-head maps kept for the first prompt, as
 ``attention.keep_heads`` keeps them for chosen targets) and is written with the writer and
 chunking ``attention.extract`` uses (``io.ShardWriter``, ``attention.COMPRESSOR``, heads last).
@@ -22,6 +26,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -29,16 +34,19 @@ import numpy as np
 from attnscope import io, store
 
 SWITCHES = 60
+CLIENTS = (1, 10, 20)
+CONCURRENT_REQUESTS = 100
 
 
 def write_synthetic(
     out: Path, num_layers: int = 32, num_heads: int = 32, n: int = 1024, prompts: int = 30
 ) -> Path:
-    """A store of Mistral-7B's shape under ``out/attention/synthetic/trained/mistral-shape.zarr``:
-    causal rows (seeded random, normalised), float16, the chunks of ``attention.extract``."""
+    """A store of Mistral-7B's shape (by default) under
+    ``out/attention/synthetic/trained/L{layers}-H{heads}-T{tokens}.zarr``: causal rows (seeded
+    random, normalised), float16, the chunks of ``attention.extract``."""
     from attnscope import attention  # torch: only for writing
 
-    path = out / "attention" / "synthetic" / "trained" / "mistral-shape.zarr"
+    path = out / "attention" / "synthetic" / "trained" / f"L{num_layers}-H{num_heads}-T{n}.zarr"
     if (path / "zarr.json").exists():
         return path
     rng = np.random.default_rng(0)
@@ -190,6 +198,15 @@ def measure(results: Path, browser: bool, store_id: str | None = None) -> dict:
             t0 = time.perf_counter()
             get(f"{base}/api/metrics?store={entry['id']}&group={group}&head={head}")
             curves.append(time.perf_counter() - t0)
+        urls = [
+            f"{base}/api/map?store={entry['id']}&group={group}&level=token&layer={layer}&head={head}"
+            for layer, head in views
+        ]
+        concurrent = {}
+        for clients in CLIENTS:
+            seconds = concurrent_requests([urls[i % len(urls)] for i in range(CONCURRENT_REQUESTS)], clients)
+            for q in (50, 95):
+                concurrent[f"clients{clients}_p{q}_ms"] = round(1000 * float(np.percentile(seconds, q)), 1)
         figures = {
             "store": entry["id"],
             "store_mib": round(
@@ -207,6 +224,7 @@ def measure(results: Path, browser: bool, store_id: str | None = None) -> dict:
             "switch_p50_ms": round(1000 * float(np.percentile(switch, 50)), 1),
             "switch_p95_ms": round(1000 * float(np.percentile(switch, 95)), 1),
             "curves_p95_ms": round(1000 * float(np.percentile(curves, 95)), 1),
+            **concurrent,
             "server_rss_mib": round(rss_mib(server.pid), 1),
         }
         if browser:
@@ -216,6 +234,18 @@ def measure(results: Path, browser: bool, store_id: str | None = None) -> dict:
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def concurrent_requests(urls: list[str], clients: int) -> list[float]:
+    """The seconds of each request of ``urls``, sent by ``clients`` threads at once."""
+
+    def timed(url: str) -> float:
+        t0 = time.perf_counter()
+        get(url)
+        return time.perf_counter() - t0
+
+    with ThreadPoolExecutor(clients) as pool:
+        return list(pool.map(timed, urls))
 
 
 def page_timings(base: str, entry: dict, group: str, heads: bool) -> dict:
@@ -270,6 +300,11 @@ def main() -> None:
     parser.add_argument(
         "--synthetic", type=Path, help="where to write (once) and time the Mistral-shaped store"
     )
+    parser.add_argument(
+        "--shape",
+        default="32,32,1024",
+        help="layers,heads,tokens of the --synthetic store (default: Mistral-7B's, %(default)s)",
+    )
     parser.add_argument("--store", help="the store of --results to time (model/variant/experiment)")
     parser.add_argument("--browser", action="store_true", help="also time the page in headless Chromium")
     args = parser.parse_args()
@@ -277,7 +312,8 @@ def main() -> None:
         print(json.dumps(measure(args.results, args.browser, args.store)), flush=True)
     if args.synthetic:
         t0 = time.perf_counter()
-        write_synthetic(args.synthetic)
+        num_layers, num_heads, n = (int(v) for v in args.shape.split(","))
+        write_synthetic(args.synthetic, num_layers, num_heads, n)
         print(f"synthetic store written in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
         print(json.dumps(measure(args.synthetic, args.browser)), flush=True)
 

@@ -168,7 +168,56 @@ def test_duplicate_yaml_keys_are_refused(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_text("experiments:\n  a: {category: Animals, k: 3}\n  a: {category: Animals, k: 5}\n")
     with pytest.raises(cfg.ConfigError, match=r"config.yaml:3: duplicate key 'a' \(first on line 2\)"):
-        cfg.check_duplicate_keys(path)
+        cfg.check_yaml_file(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "problem"),
+    [
+        (
+            "model: smollm2\nexperiments:\n  a: {category: Animals, k: 3\nplots: 1\n",
+            "config.yaml:4:6",
+            "',' or '}'",
+        ),
+        ("model: smollm2\nattention:\n\tkeep_heads: all\n", "config.yaml:3:1", "'\\t'"),
+        ("model: smollm2\nexperiments:\n  a: b: c\n", "config.yaml:3:7", "mapping values"),
+    ],
+)
+def test_a_yaml_syntax_error_names_file_line_and_column(tmp_path, text, where, problem):
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    with pytest.raises(cfg.ConfigError) as error:
+        cfg.check_yaml_file(path)
+    message = str(error.value)
+    assert message.startswith(f"{tmp_path}/{where}: not valid YAML") and problem in message, message
+    assert "indent with spaces" in message
+
+
+def test_snakemake_shows_the_yaml_syntax_error_with_its_line(tmp_path):
+    text = yaml.safe_dump(default_config(), sort_keys=False).replace("\nexperiments:\n", "\nexperiments:\n\t")
+    (tmp_path / "config.yaml").write_text(text)
+    line = text.splitlines().index("experiments:") + 2
+    run = subprocess.run(
+        snakemake_command(tmp_path, "--cores", "1", "-n"), capture_output=True, text=True, timeout=300
+    )
+    output = run.stdout + run.stderr
+    assert run.returncode != 0 and f"config.yaml:{line}:1: not valid YAML" in output, output[-3000:]
+    assert "Traceback" not in output
+
+
+def test_repeated_targets_in_a_target_file_name_the_file_and_lines(tmp_path):
+    targets = tmp_path / "animals.txt"
+    targets.write_bytes(b"\xef\xbb\xbfAnimals\r\nAnt\r\nBee\r\n\r\n# birds\r\nant\r\nFox\r\nBee\r\n")
+    config = default_config()
+    config["data"]["targets"]["Animals"] = str(targets)
+    for spec in config["experiments"].values():
+        spec.pop("n_targets", None)
+    with pytest.raises(cfg.ConfigError) as error:
+        checked(config)
+    message = str(error.value)
+    assert message.startswith(f"{targets} (data.targets.Animals): repeated target words"), message
+    assert message.endswith("'Ant' on lines 2, 6; 'Bee' on lines 3, 8; keep one line per word"), message
+    assert "experiments." not in message
 
 
 def test_snakemake_refuses_a_bad_config_before_any_job(tmp_path):

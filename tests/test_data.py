@@ -135,6 +135,22 @@ def test_unreadable_file_fails_with_file_and_reason(tmp_path, content, message):
     assert path in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("name", "content", "fmt"),
+    [
+        ("animals.csv", "Word;Clue\n", "thesis"),
+        ("animals.csv", "\ufeffWord ; Clue\r\n\r\n  \r\n", "thesis"),  # BOM, CRLF, blank lines
+        ("table.csv", "category,word,clue\n", "long"),
+    ],
+)
+def test_a_clue_file_of_only_its_header_is_refused(tmp_path, name, content, fmt):
+    path = write(tmp_path / name, content)
+    entry = {"path": path, "format": fmt, **({"category": "Animals"} if fmt == "long" else {})}
+    with pytest.raises(data.ClueImportError, match="only its header line, no clue rows") as info:
+        data.import_clues([entry, {"path": write(tmp_path / "food.csv", "Word;Clue\nPie;Baked.\n")}])
+    assert str(info.value).startswith(f"{path}: ") and "data.clue_files" in str(info.value)
+
+
 def test_missing_file_names_the_config_key(tmp_path):
     with pytest.raises(data.ClueImportError, match="not found.*data.clue_files"):
         data.import_clues([{"path": str(tmp_path / "nope.csv")}])

@@ -20,7 +20,7 @@ import pytest
 import zarr
 
 from attnscope import attention, store, variants
-from attnscope.explorer import Explorer, make_server
+from attnscope.explorer import StoreReader, make_server
 from attnscope.plots.maps import ATTENTION_CMAP, MASK_COLOR
 from tests.test_attention import clue_table, prompt_table
 
@@ -94,7 +94,7 @@ def chunk_bytes(results: Path, variant: str, group: str, level: str, layer: int,
 @pytest.fixture(scope="module")
 def server(results):
     """(explorer, base URL): the server on a free port in a thread."""
-    explorer = Explorer(results)
+    explorer = StoreReader(results)
     httpd = make_server(explorer, port=0)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -191,7 +191,10 @@ def test_index_prompt_and_metric_endpoints(server, results):
     ("query", "message"),
     [
         ("/api/map?store=nope&group=000&level=token&layer=0", "no store 'nope'"),
-        (f"/api/map?store={store_id('trained')}&group=000&level=token&layer=9", "layer 9 out of range"),
+        (
+            f"/api/map?store={store_id('trained')}&group=000&level=token&layer=9",
+            "layer=9 out of range; valid: 0..1",
+        ),
         (f"/api/map?store={store_id('trained')}&group=001&level=token&layer=0&head=1", "keeps no heads"),
         (f"/api/map?store={store_id('trained')}&group=000&level=word&layer=0&head=1", "head mean only"),
         (f"/api/prompt?store={store_id('trained')}&group=777", "no prompt group '777'"),
@@ -219,10 +222,10 @@ def old_and_partial(results: Path, tmp: Path) -> Path:
 
 
 def test_bad_input_gives_clear_problems(results, tmp_path):
-    assert "no attention stores" in Explorer(tmp_path / "empty").problems[0]
+    assert "no attention stores" in StoreReader(tmp_path / "empty").problems[0]
     (tmp_path / "no-stores" / "attention").mkdir(parents=True)
-    assert "no attention stores under" in Explorer(tmp_path / "no-stores").problems[0]
-    problems = Explorer(old_and_partial(results, tmp_path)).problems
+    assert "no attention stores under" in StoreReader(tmp_path / "no-stores").problems[0]
+    problems = StoreReader(old_and_partial(results, tmp_path)).problems
     assert len(problems) == 2, problems
     assert "still being written" in problems[0] and ".animals-k3.zarr.partial" in problems[0]
     assert f"store version {store.STORE_VERSION - 1}" in problems[1] and "trained" in problems[1]
@@ -286,7 +289,7 @@ def two_variant_run(tmp_path_factory) -> Path:
 class Page:
     """The explorer page in a browser: views, their reads, hovered values, screenshots."""
 
-    def __init__(self, driver, explorer: Explorer, url: str, shots: list[Path]):
+    def __init__(self, driver, explorer: StoreReader, url: str, shots: list[Path]):
         self.driver, self.explorer, self.shots = driver, explorer, shots
         self.ready = 0
         driver.get(url)
@@ -361,7 +364,7 @@ def test_the_page_shows_the_stored_values_and_reads_only_the_chunks_it_shows(two
     shots = [tmp_path] + (
         [Path(os.environ["ATTNSCOPE_ARTIFACTS"])] if os.environ.get("ATTNSCOPE_ARTIFACTS") else []
     )
-    explorer = Explorer(two_variant_run)
+    explorer = StoreReader(two_variant_run)
     httpd = make_server(explorer, port=0)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     stores = {
@@ -441,7 +444,7 @@ def test_the_page_shows_the_stored_values_and_reads_only_the_chunks_it_shows(two
 )
 def test_the_page_says_what_is_wrong_with_the_results_folder(results, tmp_path, folder, messages):
     driver = browser()
-    explorer = Explorer(old_and_partial(results, tmp_path) if folder == "bad" else tmp_path / "empty")
+    explorer = StoreReader(old_and_partial(results, tmp_path) if folder == "bad" else tmp_path / "empty")
     httpd = make_server(explorer, port=0)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:

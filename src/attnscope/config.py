@@ -108,10 +108,20 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bo
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def check_duplicate_keys(path: str | Path) -> None:
-    """Raise :class:`ConfigError` if a YAML config file repeats a key."""
+def check_yaml_file(path: str | Path) -> None:
+    """Raise :class:`ConfigError` if a YAML config file is not valid YAML (its file, line and
+    column: Snakemake's own message has neither) or repeats a key."""
     with open(path, encoding="utf-8") as handle:
-        yaml.load(handle, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
+        try:
+            yaml.load(handle, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+            context = f" ({exc.context} on line {exc.context_mark.line + 1})" if exc.context_mark else ""
+            raise ConfigError(
+                f"{where}: not valid YAML: {exc.problem}{context}; fix that line (indent with spaces, "
+                "not tabs; quote a value that holds ': ' or ' #')"
+            ) from None
 
 
 def load_schema(path: str | Path) -> dict[str, Any]:
@@ -290,15 +300,16 @@ def shot_seed_replicates(experiment: ExperimentPlan, seeds: list[int] | None) ->
 def _targets(key: str, spec: dict[str, Any], target_lists: dict[str, str]) -> tuple[list[str], list[str]]:
     """An experiment's target words (its list, else its category's file) and the files they came from."""
     category = spec["category"]
+    target_file: data.TargetList | None = None
     if spec["targets"] is not None:
         targets, files = [str(t).strip() for t in spec["targets"]], []
     elif category in target_lists:
         path = target_lists[category]
         try:
-            targets = data.read_target_list(path, category, f"data.targets.{category}").words
+            target_file = data.read_target_list(path, category, f"data.targets.{category}")
         except data.ClueImportError as exc:
             raise ConfigError(str(exc)) from exc
-        files = [path]
+        targets, files = target_file.words, [path]
     else:
         raise ConfigError(
             f"{key}.targets: no target words; list them here or add data.targets.{category}: <file>"
@@ -307,9 +318,22 @@ def _targets(key: str, spec: dict[str, Any], target_lists: dict[str, str]) -> tu
         targets = targets[: spec["n_targets"]]
     if not targets:
         raise ConfigError(f"{key}.targets: the target list is empty")
-    duplicates = sorted({t for t in targets if [x.casefold() for x in targets].count(t.casefold()) > 1})
+    folded = [t.casefold() for t in targets]
+    duplicates = [
+        t for i, t in enumerate(targets) if folded.count(folded[i]) > 1 and folded.index(folded[i]) == i
+    ]
+    if duplicates and target_file is not None:
+        lines = {
+            word: [n for t, n in zip(targets, target_file.lines) if t.casefold() == word.casefold()]
+            for word in duplicates
+        }
+        where = "; ".join(f"{word!r} on lines {', '.join(map(str, n))}" for word, n in lines.items())
+        raise ConfigError(
+            f"{target_file.path} (data.targets.{category}): repeated target words: {where}; "
+            "keep one line per word"
+        )
     if duplicates:
-        raise ConfigError(f"{key}.targets: repeated target words {duplicates}")
+        raise ConfigError(f"{key}.targets: repeated target words {duplicates}; list each word once")
     return targets, files
 
 

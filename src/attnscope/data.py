@@ -360,13 +360,20 @@ def read_clue_file(entry: dict[str, Any]) -> FileResult:
     if fmt == "auto":
         fmt = detect_format(path)
     category = entry.get("category")
-    if fmt == "thesis":
-        return read_thesis(path, category or category_from_filename(path))
-    if fmt == "long":
-        return read_long(path, category)
     if fmt == "jsonl":
         return read_jsonl(path, category or category_from_filename(path))
-    raise ClueImportError(f"{path}: unknown format {fmt!r}; use one of {FORMATS}")
+    if fmt == "thesis":
+        result = read_thesis(path, category or category_from_filename(path))
+    elif fmt == "long":
+        result = read_long(path, category)
+    else:
+        raise ClueImportError(f"{path}: unknown format {fmt!r}; use one of {FORMATS}")
+    if not result.rows and all(r.reason == EMPTY for r in result.rejections):
+        raise ClueImportError(
+            f"{path}: only its header line, no clue rows; add one clue per line below the header, "
+            "or remove the file from data.clue_files"
+        )
+    return result
 
 
 def import_clues(entries: Iterable[dict[str, Any]]) -> tuple[pd.DataFrame, dict[str, Any]]:

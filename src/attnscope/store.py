@@ -10,8 +10,10 @@ attributes label every token with a segment of :data:`SEGMENTS`.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -58,6 +60,48 @@ def open_store(path: str | os.PathLike) -> zarr.Group:
     import zarr
 
     return zarr.open_group(str(path), mode="r")
+
+
+class MissingChunkError(LookupError):
+    """A chunk that an array's metadata promises is not on disk. zarr would read it as the fill
+    value (zeros), which is no data: attnscope's writers write every chunk of every array, so a
+    gap means a damaged or incomplete store."""
+
+
+EMPTY_INNER_CHUNK = 2**64 - 1
+"""A shard index entry's offset and length for an inner chunk never written (the sharding spec)."""
+
+
+def check_chunks(array: zarr.Array, directory: str | os.PathLike) -> None:
+    """Raise :class:`MissingChunkError` if a chunk file of ``array`` (stored under ``directory``) is
+    missing or truncated, or a shard's index marks an inner chunk as never written.
+
+    The shard index lies at the shard's end (``bytes`` + ``crc32c``, where both attnscope's
+    writers and zarr's default put it): 16 bytes per inner chunk, then a 4-byte checksum.
+    """
+    shards = array.shards or array.chunks
+    inner = 1 if array.shards is None else int(np.prod([-(-s // c) for s, c in zip(shards, array.chunks)]))
+    index_size = 16 * inner + 4
+    what = "delete the store and rerun its extract_attention job"
+    for coords in itertools.product(*(range(-(-n // s)) for n, s in zip(array.shape, shards))):
+        path = Path(directory, array.metadata.encode_chunk_key(coords))
+        if not path.is_file():
+            raise MissingChunkError(f"{path}: chunk file missing (zarr would read zeros); {what}")
+        if array.shards is None:
+            continue
+        with open(path, "rb") as file:
+            size = file.seek(0, os.SEEK_END)
+            if size < index_size:
+                raise MissingChunkError(f"{path}: truncated shard ({size} bytes, no index); {what}")
+            file.seek(-index_size, os.SEEK_END)
+            index = np.frombuffer(file.read(index_size)[:-4], dtype="<u8").reshape(inner, 2)
+        empty = np.flatnonzero((index == EMPTY_INNER_CHUNK).all(axis=1))
+        if len(empty):
+            raise MissingChunkError(
+                f"{path}: {len(empty)} of {inner} inner chunks never written (zarr would read zeros); {what}"
+            )
+        if (index[:, 0] + index[:, 1] > size - index_size).any():
+            raise MissingChunkError(f"{path}: truncated shard (its index points past the data); {what}")
 
 
 def prompt_groups(root: zarr.Group) -> list[zarr.Group]:

@@ -1,6 +1,8 @@
 """The attention explorer: a local web page over the attention stores of a finished run
-(``attnscope explore RESULTS_DIR``; docs/explorer.md)."""
+(``attnscope explore RESULTS_DIR``; docs/explorer.md): :mod:`.reader` reads the stores,
+:mod:`.server` serves them."""
 
-from attnscope.explorer.server import Explorer, make_server
+from attnscope.explorer.reader import StoreReader
+from attnscope.explorer.server import make_server
 
-__all__ = ["Explorer", "make_server"]
+__all__ = ["StoreReader", "make_server"]

@@ -5,15 +5,28 @@
 const $ = (id) => document.getElementById(id);
 const state = { index: null, prompts: new Map(), cosine: new Map(), curves: new Map(), renders: 0, timings: [] };
 
+// Every parameter is URL-encoded (URLSearchParams): store ids and groups may hold "&", "#", "+".
+const apiURL = (path, params) => path + "?" + new URLSearchParams(params);
+
+async function failure(response) {
+  // the server answers every error as {"error": ...}
+  const text = await response.text();
+  try {
+    return new Error(`${response.status}: ${JSON.parse(text).error}`);
+  } catch {
+    return new Error(`${response.status}: ${text.slice(0, 200)}`);
+  }
+}
+
 async function getJSON(url) {
   const response = await fetch(url);
-  if (!response.ok) throw new Error(await response.text());
+  if (!response.ok) throw await failure(response);
   return response.json();
 }
 
 async function getMap(params) {
-  const response = await fetch("/api/map?" + new URLSearchParams(params));
-  if (!response.ok) throw new Error(await response.text());
+  const response = await fetch(apiURL("/api/map", params));
+  if (!response.ok) throw await failure(response);
   const [n, m] = response.headers.get("X-Shape").split(",").map(Number);
   return { n, m, data: new Float32Array(await response.arrayBuffer()) };
 }
@@ -78,7 +91,7 @@ function onExperiment() {
 }
 
 function prompt(store, group) {
-  return cached(state.prompts, store + "|" + group, () => getJSON(`/api/prompt?store=${store}&group=${group}`));
+  return cached(state.prompts, store + "|" + group, () => getJSON(apiURL("/api/prompt", { store, group })));
 }
 
 // The maps are drawn into a canvas (one ImageData pixel per cell through a 256-colour table, then
@@ -322,7 +335,7 @@ async function render() {
             getMap({ store: first, group, level: "cosine", layer: 0, head: state.index.head_mean })
           ),
           cached(state.curves, `${first}|${group}|${head}`, () =>
-            getJSON(`/api/metrics?store=${first}&group=${group}&head=${head}`)
+            getJSON(apiURL("/api/metrics", { store: first, group, head }))
           ),
           prompt(first, group),
         ])
