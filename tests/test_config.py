@@ -34,11 +34,27 @@ def test_default_config_is_valid_and_gets_defaults():
     assert animals.prompt_spec == {"category": "Animals", "k": 3, "seed": 0, "shot_draw": "attnscope"}
     assert plan.experiments["animals-k5"].variants == ["trained"]
     assert plan.claims_experiments == ["animals-k3"] and plan.random_variant == "random-s0"
-    assert plan.spectra_variants == ["trained", "random-s0", "qkscale-a2", "qkscale-a0.5"]
+    randoms = ["random-s0", "random-s1", "random-s2"]
+    assert plan.spectra_variants == ["trained", *randoms, "qkscale-a2", "qkscale-a0.5"]
+    # Three shot draws of animals-k3, the later two of the trained model only.
+    assert animals.variants == ["trained", *randoms, "qkscale-a2", "qkscale-a0.5"]
+    assert plan.replicates("animals-k3") == ["animals-k3", "animals-k3-seed1", "animals-k3-seed2"]
+    assert [plan.experiments[f"animals-k3-seed{s}"].variants for s in (1, 2)] == [["trained"]] * 2
+    assert plan.experiments["animals-k3-seed2"].prompt_spec["seed"] == 2
     # figures.maps: 2 experiments × 5 targets word grids, 4 kinds of Ant, 2 kinds × 4 variants of Ant
-    assert len(plan.map_figures) == 10 + 4 + 2 * len(animals.variants) - 2  # Ant's trained word_grid twice
+    assert len(plan.map_figures) == 10 + 4 + 2 * 4 - 2  # Ant's trained word_grid twice
     assert plan.map_figures[("animals-k3", "trained", "Ant", "cosine")] == "Ant"
     assert not plan.warnings
+
+
+def test_replicate_variants_must_be_the_experiments_own():
+    config = default_config()
+    config["experiments"]["animals-k3"]["replicate_variants"] = ["trained", "qkscale-a3"]
+    with pytest.raises(cfg.ConfigError, match=r"experiments.animals-k3.replicate_variants: \['qkscale-a3'\]"):
+        checked(config)
+    config["experiments"]["animals-k3"]["replicate_variants"] = None  # every variant in every draw
+    plan = checked(config)
+    assert plan.experiments["animals-k3-seed1"].variants == plan.experiments["animals-k3"].variants
 
 
 def test_plan_skips_figures_the_run_lacks_with_a_warning():

@@ -220,7 +220,14 @@ def plan(config: dict[str, Any]) -> Plan:
     pools = {cat: list(group["word"]) for cat, group in clues.groupby("category")}
     for name, spec in config["experiments"].items():
         experiment, warnings = _plan_experiment(name, spec, config, clues, report, pools)
-        for replicate in shot_seed_replicates(experiment, spec["seeds"]):
+        extra = spec["replicate_variants"]
+        unknown = sorted(set(extra or ()) - set(experiment.variants))
+        if unknown:
+            raise ConfigError(
+                f"experiments.{name}.replicate_variants: {unknown} not among the experiment's variants "
+                f"{experiment.variants}; a replicate runs a subset of them"
+            )
+        for replicate in shot_seed_replicates(experiment, spec["seeds"], extra):
             if replicate.name in config["experiments"] and replicate.name != name:
                 raise ConfigError(
                     f"experiments.{name}.seeds: replicate {replicate.name!r} has the name of another "
@@ -284,15 +291,25 @@ def _plan_experiment(
     return experiment, [f"{key}: {warning}" for warning in checked["warnings"]]
 
 
-def shot_seed_replicates(experiment: ExperimentPlan, seeds: list[int] | None) -> list[ExperimentPlan]:
+def shot_seed_replicates(
+    experiment: ExperimentPlan, seeds: list[int] | None, variants: list[str] | None = None
+) -> list[ExperimentPlan]:
     """An experiment and its replicates, one per shot seed of ``seeds`` (``None``: its ``seed``
-    alone). The first seed keeps the experiment's name, so adding seeds reruns only the new
-    replicates; seed s of the others is the experiment ``{name}-seed{s}``."""
+    alone). The first seed keeps the experiment's name and every variant, so adding seeds reruns
+    only the new replicates; seed s of the others is the experiment ``{name}-seed{s}`` with
+    ``variants`` (``None``: the experiment's, in its order)."""
     if not seeds:
         return [experiment]
     first, *others = seeds
+    kept = [v for v in experiment.variants if variants is None or v in variants]
     return [replace(experiment, seed=first)] + [
-        replace(experiment, name=f"{experiment.name}-seed{seed}", seed=seed, replicate_of=experiment.name)
+        replace(
+            experiment,
+            name=f"{experiment.name}-seed{seed}",
+            seed=seed,
+            replicate_of=experiment.name,
+            variants=kept,
+        )
         for seed in others
     ]
 
