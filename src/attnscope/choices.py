@@ -259,10 +259,9 @@ def _boundary_drop(
     if not len(query):
         return np.full(num_layers, np.nan)
     own = shot[query] == shot[key]
-    _, cell = np.unique(
-        np.stack([keep[query] - keep[key], kind[query], kind[key]]), axis=1, return_inverse=True
-    )
-    cell = cell.ravel()
+    kinds = int(kind.max()) + 1
+    code = ((keep[query] - keep[key]) * kinds + kind[query]) * kinds + kind[key]
+    _, cell = np.unique(code, return_inverse=True)
     cells = cell.max() + 1
     matched = (np.bincount(cell, own, cells) > 0) & (np.bincount(cell, ~own, cells) > 0)
     pair = matched[cell]
