@@ -637,3 +637,20 @@ def test_every_claim_reaches_every_verdict(claim, expected):
     if claim == "spectra":
         rows = rows[rows["statement"].str.startswith("W_q: learned σ_max")]
     assert rows["verdict"].tolist() == [expected], rows["measured"].tolist()
+
+
+def test_cosine_per_head_counts_a_head_that_the_mean_hides():
+    """Every head weakly correlated but one (|r| 0.6 in layer 8): the head mean passes, the
+    per-head row names that head and does not."""
+    frames = []
+    for head in (-1, 0, 1, 2):
+        pearson = [0.05] * 8 + [0.6 if head == 2 else 0.1]
+        part = choices(cosine_pearson=pearson, cosine_spearman=0.05, noise=0.01)
+        frames.append(part[part["choice"] == "full"].drop(columns=["choice"]).assign(head=head))
+    ev = Evidence("m", "animals-k3", choices=choices(), metrics=pd.concat(frames, ignore_index=True))
+    table, _ = claims.evaluate(ev)
+    rows = table[table["claim"] == "cosine-weak"].set_index("statement")
+    assert rows.loc[claims.CLAIMS[6].statement, "verdict"] == claims.SUPPORTED
+    per_head = rows.loc["Per head: attention is only weakly related to the embedding cosine similarity"]
+    assert per_head["verdict"] == NOT_REPLICATED and "(layer 8, head 2)" in per_head["measured"]
+    assert per_head["estimate"] == pytest.approx(0.6, abs=0.02)

@@ -14,7 +14,7 @@ import pandas as pd
 from attnscope import io
 from attnscope import variants as variant_names
 from attnscope.prompts import WORD_PATTERN
-from attnscope.store import HEAD_MEAN, open_store
+from attnscope.store import open_store
 
 
 @dataclass
@@ -27,7 +27,8 @@ class Evidence:
 
     - ``choices``: head-mean maps per prompt × layer × analysis ``choice`` (the
       ``.choices.parquet`` tables of :mod:`attnscope.choices`);
-    - ``metrics``: head-mean rows of the metrics tables (the embedding-cosine correlations);
+    - ``metrics``: the metrics tables, head-mean rows (``head`` −1) and every head (the
+      embedding-cosine correlations);
     - ``spectra``: variant → its spectra table (trained and the random seeds);
     - ``alignment``: variant → its base-alignment table (trained and the random seeds);
     - ``clues``: generated clues of every variant and experiment: variant, experiment, seed,
@@ -145,7 +146,7 @@ def load_evidence(model: str, entry: Mapping[str, Any]) -> Evidence:
             ignore_index=True,
         )
 
-    metrics = tables("metrics", lambda t: t[t["head"] == HEAD_MEAN].drop(columns=["head"]))
+    metrics = tables("metrics", lambda t: t)
     prompts = {
         name: pd.read_parquet(path).set_index("prompt_index") for name, path in entry["prompts"].items()
     }

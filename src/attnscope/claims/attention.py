@@ -23,6 +23,7 @@ from attnscope.claims.tables import (
 )
 from attnscope.evidence import Evidence
 from attnscope.stats import Interval
+from attnscope.store import HEAD_MEAN
 from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED, SUPPORTED
 
 METRIC_NAMES = {"row_entropy": "normalised entropy", "self_mass": "self mass"}
@@ -142,21 +143,50 @@ def value_domain(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
     return Result(verdict, interval, measured, n_seeds=table.n_seeds)
 
 
-def cosine_weak(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
-    columns = ["cosine_pearson", "cosine_spearman"]
-    has = set(columns) <= set(ev.metrics.columns)
-    table = prompt_table(ev.metrics, ["trained"], columns) if has else None
+COSINE_STATEMENT = "Attention is only weakly related to the embedding cosine similarity"
+COSINE_COLUMNS = ["cosine_pearson", "cosine_spearman"]
+
+
+def _cosine_result(rows: pd.DataFrame, th: Thresholds, unit: str) -> Result:
+    """The largest |r| or |ρ| over the columns of ``rows`` (layers, or layer × head pairs)."""
+    table = prompt_table(rows, ["trained"], COSINE_COLUMNS)
     if table is None:
         return not_measured("no trained attention metrics")
     interval = table.interval(lambda m: np.nanmax(np.abs(m), axis=(-2, -1)))
     means = np.nanmean(table.values, axis=0).reshape(2, table.num_layers)
-    peak_layer = int(np.nanargmax(np.abs(means).max(axis=0)))
+    peak = int(np.nanargmax(np.abs(means).max(axis=0)))
+    where = (
+        f"layer {peak}"
+        if unit == "layer"
+        else f"layer {peak // rows['heads'].iloc[0]}, head {peak % rows['heads'].iloc[0]}"
+    )
     verdict = verdict_of(interval, th.weak_correlation, th.strong_correlation)
     measured = (
-        f"largest layer-mean |r| or |ρ| = {interval} (layer {peak_layer}); mean over layers "
-        f"r = {np.nanmean(means[0]):.3g}, ρ = {np.nanmean(means[1]):.3g}"
+        f"largest {unit}-mean |r| or |ρ| = {interval} ({where}); mean over {unit}s "
+        f"r = {np.nanmean(means[0]):.3g}, ρ = {np.nanmean(means[1]):.3g} (full maps)"
     )
     return Result(verdict, interval, measured, n_seeds=table.n_seeds)
+
+
+def cosine_weak(ev: Evidence, th: Thresholds, setting: Setting) -> list[tuple[str, Result]]:
+    """The correlation with the input-embedding cosine on the head-mean maps (what fig. 8.6
+    shows) and, where the metrics have them, on every head: a head the mean hides counts."""
+    metrics = ev.metrics
+    if not set(COSINE_COLUMNS) <= set(metrics.columns):
+        return [(COSINE_STATEMENT, not_measured("no trained attention metrics"))]
+    head = metrics["head"] if "head" in metrics else pd.Series(HEAD_MEAN, index=metrics.index)
+    results = [(COSINE_STATEMENT, _cosine_result(metrics[head == HEAD_MEAN], th, "layer"))]
+    per_head = metrics[head != HEAD_MEAN]
+    if len(per_head):
+        heads = int(per_head["head"].max()) + 1
+        per_head = per_head.assign(layer=per_head["layer"] * heads + per_head["head"], heads=heads)
+        results.append(
+            (
+                f"Per head: {COSINE_STATEMENT[0].lower()}{COSINE_STATEMENT[1:]}",
+                _cosine_result(per_head, th, "head"),
+            )
+        )
+    return results
 
 
 def random_uniform(ev: Evidence, th: Thresholds, setting: Setting) -> Result:

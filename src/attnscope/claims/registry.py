@@ -5,6 +5,7 @@ analysis settings it is measured under."""
 from __future__ import annotations
 
 from attnscope.claims.attention import (
+    COSINE_STATEMENT,
     ablation,
     alpha_up_self,
     cosine_weak,
@@ -91,8 +92,9 @@ CLAIMS = (
     Claim(
         "cosine-weak",
         "8.3, 9.1",
-        "Attention is only weakly related to the embedding cosine similarity",
-        "largest per-layer mean |Pearson r| or |Spearman ρ| of attention with the input-embedding cosine",
+        COSINE_STATEMENT,
+        "largest per-layer (per-head) mean |Pearson r| or |Spearman ρ| of attention with the "
+        "input-embedding cosine, head-mean maps and every head",
         "supported < {t.weak_correlation:g}; contradicted ≥ {t.strong_correlation:g}",
         cosine_weak,
     ),
