@@ -21,7 +21,7 @@ import zarr
 
 from attnscope import attention, store, variants
 from attnscope.explorer import Explorer, make_server
-from attnscope.plots.maps import ATTENTION_CMAP, MASK_COLOR
+from attnscope.mapview import ATTENTION_CMAP, MASK_COLOR
 from tests.test_attention import clue_table, prompt_table
 
 MODEL, EXPERIMENT = "tiny-mistral", "animals-k3"
