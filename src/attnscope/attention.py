@@ -628,7 +628,7 @@ def extract(
             with torch.inference_mode(), capture(model, sink, kernel):
                 model.model(
                     input_ids=torch.tensor([ids[start:]], device=device),
-                    past_key_values=cache,
+                    cache=cache,
                     use_cache=cache is not None,
                 )
             group.finish()
