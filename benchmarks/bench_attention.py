@@ -60,7 +60,7 @@ from threadpoolctl import threadpool_limits
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import OUT, best_of, embedded_model_dir, write  # noqa: E402
 
-from attnscope import attention, choices, data, io, metrics, models, prompts  # noqa: E402
+from attnscope import attention, choices, data, metrics, models, prompts, zarrwrite  # noqa: E402
 from attnscope.store import open_store, prompt_groups  # noqa: E402
 
 TARGET = "Ant"
@@ -197,7 +197,7 @@ class Runner:
 PHASES = {
     "input cosine": (attention, "input_cosine"),
     "layer hooks (all below)": (attention._PromptGroup, "add_layer"),
-    "  shard writes (attn, head_mean)": (io.ShardWriter, "write"),
+    "  shard writes (attn, head_mean)": (zarrwrite.ShardWriter, "write"),
     "  word maps": (attention, "word_maps"),
     "  streamed metrics": (metrics, "streamed_metrics"),
     "  singular values": (attention, "singular_values"),
@@ -296,7 +296,7 @@ def encode_seconds(maps: np.ndarray, repeats: int) -> float:
     """Best time to encode every layer's heads-last ``attn`` chunk with the store's compressor
     (the part of capture + write that is compression alone)."""
     chunks = [np.ascontiguousarray(layer.transpose(1, 2, 0)) for layer in maps]
-    encoder = io.blosc_encoder(attention.COMPRESSOR)
+    encoder = zarrwrite.blosc_encoder(attention.COMPRESSOR)
     return best_of(repeats, lambda: [encoder.encode(chunk) for chunk in chunks])[0]
 
 

@@ -15,7 +15,7 @@ views) spread over 1, 10 or 20 client threads, each request on its own connectio
 page loads or several users make them. The synthetic store has the shape of Mistral-7B
 (32 layers × 32 heads × 1024 tokens, 30 prompts; per-head maps kept for the first prompt, as
 ``attention.keep_heads`` keeps them for chosen targets) and is written with the writer and
-chunking ``attention.extract`` uses (``io.ShardWriter``, ``attention.COMPRESSOR``, heads last).
+chunking ``attention.extract`` uses (``zarrwrite.ShardWriter``, ``attention.COMPRESSOR``, heads last).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attnscope import io, store
+from attnscope import store, zarrwrite
 
 SWITCHES = 60
 CLIENTS = (1, 10, 20)
@@ -63,7 +63,7 @@ def write_synthetic(
         g = max(1, min(num_heads, attention.CHUNK_BYTES // (2 * n * n)))
 
         def writer(name, shape, chunks, order=None, directory=directory):
-            return io.ShardWriter(
+            return zarrwrite.ShardWriter(
                 directory / name,
                 shape,
                 "float16",
@@ -100,7 +100,7 @@ def write_synthetic(
             "metrics": rng.uniform(0, 1, (num_layers, num_heads + 1, len(metric_names))),
         }
         for name, data in whole.items():
-            array = io.ShardWriter(
+            array = zarrwrite.ShardWriter(
                 directory / name,
                 data.shape,
                 data.dtype.name,
@@ -112,7 +112,7 @@ def write_synthetic(
             array.close()
         word_text = [f"w{w}" for w in range(words)]
         word_segment = [segment[4 * w] for w in range(words)]
-        io.write_zarr_group(
+        zarrwrite.write_zarr_group(
             directory,
             {
                 "target": f"T{p}",
@@ -133,7 +133,7 @@ def write_synthetic(
                 "complete": True,
             },
         )
-    io.write_zarr_group(
+    zarrwrite.write_zarr_group(
         path,
         {
             "store_version": store.STORE_VERSION,

@@ -290,7 +290,7 @@ def assert_shards_are_zarrs(group_dir: Path, name: str, copy_dir: Path) -> None:
 
 
 def test_arrays_are_the_shards_zarr_writes(llama_store, tmp_path):
-    """Every array of the store (streamed by io.ShardWriter or written whole by zarr) equals
+    """Every array of the store (streamed by zarrwrite.ShardWriter or written whole by zarr) equals
     zarr's own encoding of the same data."""
     path, _ = llama_store
     names = sorted(zarr.open_group(path, mode="r")["000"].array_keys())

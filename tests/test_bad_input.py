@@ -18,7 +18,7 @@ import torch
 import yaml
 
 from tests.conftest import REPO, snakemake_command
-from tests.test_workflow import tiny_config
+from tests.helpers import tiny_config
 
 pytestmark = pytest.mark.integration
 

@@ -323,7 +323,7 @@ def test_table_layout(llama_store):  # noqa: F811 (the fixture imported above)
 
 @pytest.mark.integration
 def test_rule_writes_the_choices_table_beside_the_metrics(tmp_path):
-    from tests.test_workflow import snakemake, tiny_config
+    from tests.helpers import snakemake, tiny_config
 
     config = tiny_config(**{"animals-k2": {"category": "Animals", "k": 2, "n_targets": 3}})
     base = tmp_path / "results" / "metrics" / "tiny-mistral" / "trained"

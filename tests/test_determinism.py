@@ -21,7 +21,7 @@ import zarr
 
 from attnscope import io
 from tests.conftest import snakemake_command
-from tests.test_workflow import snakemake, tiny_config
+from tests.helpers import snakemake, tiny_config
 
 pytestmark = pytest.mark.integration
 

@@ -8,6 +8,7 @@ import tomllib
 import pytest
 import yaml
 from packaging.requirements import Requirement
+from packaging.version import Version
 
 from tests.conftest import REPO
 
@@ -56,3 +57,21 @@ def test_env_matches_pyproject(name):
     build = yaml.safe_load((REPO / "envs" / name).read_text())["dependencies"]
     torch_build = next(e for e in build if isinstance(e, str) and e.startswith("pytorch"))
     assert ("cuda*" in torch_build) == ("cuda" in name)
+
+
+def test_floors_file_pins_every_lower_bound():
+    """constraints-floors.txt (the lowest-versions CI step) pins each dependency of pyproject.toml,
+    the test extra included, at its lower bound (torch at the CPU wheel of constraints.txt)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    wanted = [Requirement(r) for r in project["dependencies"] + project["optional-dependencies"]["test"]]
+    text = (REPO / "constraints-floors.txt").read_text()
+    pins = [Requirement(line) for line in text.splitlines() if line and not line.startswith("#")]
+    pinned = {pin.name: pin for pin in pins}
+    assert sorted(pinned) == sorted(r.name for r in wanted)
+    for requirement in wanted:
+        (pin,) = pinned[requirement.name].specifier
+        if requirement.name == "torch":
+            assert str(pinned["torch"]) in (REPO / "constraints.txt").read_text()
+            continue
+        floor = next(s.version for s in requirement.specifier if s.operator in (">=", "=="))
+        assert pin.operator == "==" and Version(pin.version) == Version(floor), requirement.name

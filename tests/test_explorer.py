@@ -21,7 +21,7 @@ import zarr
 
 from attnscope import attention, store, variants
 from attnscope.explorer import StoreReader, make_server
-from attnscope.plots.maps import ATTENTION_CMAP, MASK_COLOR
+from attnscope.mapview import ATTENTION_CMAP, MASK_COLOR
 from tests.test_attention import clue_table, prompt_table
 
 MODEL, EXPERIMENT = "tiny-mistral", "animals-k3"
@@ -276,7 +276,7 @@ def browser():
 @pytest.fixture(scope="module")
 def two_variant_run(tmp_path_factory) -> Path:
     """A real Snakemake run of the tiny Mistral: one experiment, trained and qkscale-a2, heads kept."""
-    from tests.test_workflow import snakemake, tiny_config
+    from tests.helpers import snakemake, tiny_config
 
     workdir = tmp_path_factory.mktemp("explorer-run")
     experiment = {"category": "Animals", "k": 2, "n_targets": 3, "variants": ["trained", "qkscale-a2"]}

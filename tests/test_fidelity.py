@@ -12,8 +12,8 @@ import torch
 import zarr
 
 from attnscope import models, prompts
+from tests.helpers import snakemake
 from tests.test_own_data import example_config, write_config
-from tests.test_workflow import snakemake
 
 pytestmark = pytest.mark.integration
 

@@ -28,8 +28,8 @@ import pandas as pd
 import pytest
 
 from attnscope import attention, io
+from tests.helpers import snakemake, tiny_config
 from tests.test_determinism import assert_same_zarr, snakemake_command
-from tests.test_workflow import snakemake, tiny_config
 
 MODEL, EXPERIMENT, N_PROMPTS = "tiny-mistral", "animals-k5", 4
 CLUES = f"results/clues/{MODEL}/trained/{EXPERIMENT}.parquet"

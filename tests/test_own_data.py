@@ -13,7 +13,7 @@ import yaml
 
 from attnscope import data, models, prompts
 from tests.conftest import REPO
-from tests.test_workflow import REPORT_AFTER_RUN, snakemake, tiny_config
+from tests.helpers import REPORT_AFTER_RUN, snakemake, tiny_config
 
 # Written for these tests: the shot pool (thesis format) and new target words, none of
 # which has a clue in the pool.

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnscope import plots, prompts, theory
+from attnscope import mapview, plots, prompts, theory
 from attnscope.mapdata import PromptMaps
 from attnscope.store import SHOT_CLUE, SHOT_WORD, TARGET
 
@@ -41,14 +41,21 @@ def written(fig, tmp_path, name: str) -> tuple[np.ndarray, str]:
 
 @pytest.fixture
 def token_axis():
-    keep, axis = plots.token_axis(TOKENS + ["<|im_end|>"], SEGMENTS + ["template"], SHOTS + [0], WORDS + [-1])
+    keep, axis = mapview.token_axis(
+        TOKENS + ["<|im_end|>"], SEGMENTS + ["template"], SHOTS + [0], WORDS + [-1]
+    )
     assert list(keep) == list(range(len(TOKENS))), "template tokens are not drawn"
     return axis
 
 
 def test_plotted_segments_are_the_prompt_builders():
-    assert plots.PLOTTED_SEGMENTS == (prompts.SHOT_WORD, prompts.SHOT_CLUE, prompts.TARGET, prompts.GENERATED)
-    assert set(plots.PLOTTED_SEGMENTS) < set(prompts.SEGMENTS)
+    assert mapview.PLOTTED_SEGMENTS == (
+        prompts.SHOT_WORD,
+        prompts.SHOT_CLUE,
+        prompts.TARGET,
+        prompts.GENERATED,
+    )
+    assert set(mapview.PLOTTED_SEGMENTS) < set(prompts.SEGMENTS)
 
 
 def test_axis_labels_mark_shot_words_and_the_target(token_axis):
@@ -61,10 +68,10 @@ def test_axis_labels_mark_shot_words_and_the_target(token_axis):
 
 def test_token_text_and_layers():
     assert (
-        plots.token_text("ĠAnt") == "Ant"
-        and plots.token_text("▁Ant") == "Ant"
-        and plots.token_text("Ċ") == "\\n"
-        and plots.token_text("Ġ") == "<space>"
+        mapview.token_text("ĠAnt") == "Ant"
+        and mapview.token_text("▁Ant") == "Ant"
+        and mapview.token_text("Ċ") == "\\n"
+        and mapview.token_text("Ġ") == "<space>"
     )
     assert plots.resolve_layers([0, 2, 15, -1], 30) == [0, 2, 15, 29]
     assert plots.resolve_layers([0, 2, 15, -1], 2) == [0, 1], "missing layers dropped, -1 is the last"
@@ -103,7 +110,7 @@ def test_attention_grid(tmp_path, token_axis):
 
 
 def test_full_pass_grid_of_many_layers(tmp_path):
-    axis = plots.word_axis(
+    axis = mapview.word_axis(
         ["Crab", "walks", "Ant", "tiny"], ["shot_word", "shot_clue", "target", "generated"], [1, 1, 0, 0]
     )
     fig = plots.plot_attention_maps(attention(7, 4), list(range(7)), axis, "every layer", "word", ncols=3)
@@ -258,7 +265,7 @@ def test_prompt_maps_from_a_real_store(tiny_llama, sample_clues, tmp_path):
     maps = mapdata.read_prompt_maps(path, "ant")
     group = zarr.open_group(str(path), mode="r")["000"]
     segments = np.asarray(group.attrs["token_segment"])
-    assert list(maps.token_index) == list(np.flatnonzero(np.isin(segments, plots.PLOTTED_SEGMENTS)))
+    assert list(maps.token_index) == list(np.flatnonzero(np.isin(segments, mapview.PLOTTED_SEGMENTS)))
     assert "generated" in maps.tokens.segment and maps.num_layers == 2 and maps.clue
     np.testing.assert_array_equal(
         maps.token_maps([1])[0], group["head_mean"][1][np.ix_(maps.token_index, maps.token_index)]
@@ -285,14 +292,14 @@ def test_thesis_layers_keep_the_relative_depth(num_layers, layers):
 def test_thesis_word_axis_labels_like_the_notebook():
     words = ["Word", "Parrot", "Mimics", "Word", "Ant"]
     segments = [prompts.TEMPLATE, prompts.SHOT_WORD, prompts.SHOT_CLUE, prompts.TEMPLATE, prompts.TARGET]
-    axis = plots.thesis_word_axis(words, segments, [1, 1, 1, 0, 0])
+    axis = mapview.thesis_word_axis(words, segments, [1, 1, 1, 0, 0])
     assert axis.labels == ["Word:", "Parrot", "Mimics", "Target Word:", "Ant"]
     assert axis.boundaries() == [3, 4]
 
 
 def test_per_panel_scales_title_each_panel_with_its_maximum():
     maps = np.stack([np.tril(np.full((3, 3), v)) for v in (0.2, 0.8)])
-    axis = plots.thesis_word_axis(
+    axis = mapview.thesis_word_axis(
         ["Word", "Ant", "x"], [prompts.TEMPLATE, prompts.TARGET, prompts.TARGET], [0, 0, 0]
     )
     fig = plots.plot_attention_maps(maps, [0, 1], axis, "t", "word", per_panel=True)
@@ -303,8 +310,8 @@ def test_per_panel_scales_title_each_panel_with_its_maximum():
 @pytest.mark.parametrize("clue", ["Tiny toiler", None])
 def test_map_titles_say_whether_the_generated_clue_is_drawn(clue):
     """Token/word maps of a store with the appended clue say so in the title; without it, "prompt only"."""
-    words = plots.word_axis(["Word", "Bee", "Ant"], [SHOT_WORD, SHOT_CLUE, TARGET], [1, 1, 0])
-    tokens = plots.MapAxis(list(words.labels), words.segment, words.shot)
+    words = mapview.word_axis(["Word", "Bee", "Ant"], [SHOT_WORD, SHOT_CLUE, TARGET], [1, 1, 0])
+    tokens = mapview.MapAxis(list(words.labels), words.segment, words.shot)
     maps = PromptMaps(
         target="Ant",
         clue=clue,

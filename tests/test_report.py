@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from attnscope import claims, report
-from tests.test_workflow import REPORT_AFTER_RUN, snakemake, tiny_config
+from tests.helpers import REPORT_AFTER_RUN, snakemake, tiny_config
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_FLAGS = [

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from tests.test_workflow import every_job, planned_jobs, snakemake, tiny_config, with_aggregates
+from tests.helpers import every_job, planned_jobs, snakemake, tiny_config, with_aggregates
 
 pytestmark = pytest.mark.integration
 

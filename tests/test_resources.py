@@ -11,7 +11,7 @@ import torch
 
 from attnscope import models, resources
 from tests.conftest import snakemake_command, tiny_spec
-from tests.test_workflow import tiny_config
+from tests.helpers import tiny_config
 
 SMOLLM2 = {
     "source": "embedded",

@@ -21,7 +21,7 @@ import yaml
 from attnscope import config as attnscope_config
 from attnscope import resources
 from tests.conftest import REPO, snakemake_command
-from tests.test_workflow import snakemake, tiny_config
+from tests.helpers import snakemake, tiny_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
 

@@ -9,11 +9,11 @@ scaling, causal or sliding-window mask and GQA mapping). Either way that layer's
 probabilities ``[head, query, key]`` are cast to float16 on the CPU and stored before the
 forward pass goes on with the next layer: the per-head maps (for the prompts that keep them) and the head
 mean are encoded chunk by chunk and appended to their arrays' shard files
-(:class:`attnscope.io.ShardWriter`, the bytes zarr would write), and the word-level maps, the
+(:class:`attnscope.zarrwrite.ShardWriter`, the bytes zarr would write), and the word-level maps, the
 metrics of every map (:mod:`attnscope.metrics`), the singular values of every stored map and
 the head mean's metrics under the analysis choices (:mod:`attnscope.choices`, layers in chunks
 of ``choices.CHUNK_VALUES`` map values) are computed; those arrays, whole in memory at the end
-of the prompt, are written by zarr itself (:func:`attnscope.io.write_whole_array`), so the
+of the prompt, are written by zarr itself (:func:`attnscope.zarrwrite.write_whole_array`), so the
 metrics tables are assembled from them without reading a map back.
 Besides the model's own tensors one float16 layer copy exists at a time, whatever the number
 of layers.
@@ -88,7 +88,7 @@ from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_f
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from zarr.codecs import BloscCodec
 
-from attnscope import choices, generation, io, metrics, prompts, variants
+from attnscope import choices, generation, metrics, prompts, variants, zarrwrite
 from attnscope.store import (  # noqa: F401 (open_attention, STORE_VERSION: public API)
     DIMENSIONS,
     STORE_VERSION,
@@ -105,7 +105,7 @@ PREFIX_BYTES = 256 << 20
 prefix is not shared."""
 
 # Every array of a prompt group is one shard file. ``attn`` and ``head_mean``
-# (``io.ShardWriter``) get one inner chunk per layer (all heads, fewer for long prompts:
+# (``zarrwrite.ShardWriter``) get one inner chunk per layer (all heads, fewer for long prompts:
 # ``CHUNK_BYTES``), appended from the hook as the layer comes. Inside an ``attn`` chunk the
 # heads of one (query, key) pair lie next to each other (``HEADS_LAST``), the float16 bytes
 # are shuffled into a high-byte (sign, exponent) and a low-byte (mantissa) plane, then zstd
@@ -448,13 +448,13 @@ class _PromptGroup:
 
     def _array(
         self, name: str, shape: tuple[int, ...], chunks: tuple[int, ...], dtype: str, order=None
-    ) -> io.ShardWriter:
-        return io.ShardWriter(
+    ) -> zarrwrite.ShardWriter:
+        return zarrwrite.ShardWriter(
             self.directory / name, shape, dtype, chunks, COMPRESSOR, DIMENSIONS[name], order
         )
 
     def _write_whole(self, name: str, data: np.ndarray) -> None:
-        io.write_whole_array(self.directory / name, data, COMPRESSOR, DIMENSIONS[name])
+        zarrwrite.write_whole_array(self.directory / name, data, COMPRESSOR, DIMENSIONS[name])
 
     def add_layer(self, layer: int, weights: torch.Tensor) -> None:
         """Store one layer's maps and compute what derives from them, before the forward pass
@@ -514,7 +514,7 @@ class _PromptGroup:
             self._write_whole("metrics", self.metrics)
             self._write_whole("singular_values", self.singular)
             self._write_whole("choices", self.choices)
-        io.write_zarr_group(self.directory, self._attributes())
+        zarrwrite.write_zarr_group(self.directory, self._attributes())
 
     def _attributes(self) -> dict[str, Any]:
         ann, prompt = self.prompt.annotation, self.prompt
@@ -628,7 +628,7 @@ def extract(
             with torch.inference_mode(), capture(model, sink, kernel):
                 model.model(
                     input_ids=torch.tensor([ids[start:]], device=device),
-                    past_key_values=cache,
+                    cache=cache,
                     use_cache=cache is not None,
                 )
             group.finish()

@@ -99,7 +99,7 @@ def prefill_prefix(model: PreTrainedModel, ids: Sequence[int]) -> Prefix | None:
     cache = DynamicCache()
     model(
         input_ids=torch.tensor([ids], device=model.device),
-        past_key_values=cache,
+        cache=cache,
         use_cache=True,
         logits_to_keep=1,
     )
@@ -245,7 +245,7 @@ def generate(
                 input_ids=rows.step_ids,
                 attention_mask=rows.mask,
                 position_ids=rows.positions,
-                past_key_values=rows.cache,
+                cache=rows.cache,
                 use_cache=True,
                 logits_to_keep=1,
             ).logits[:, -1]

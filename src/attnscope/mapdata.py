@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from attnscope.plots import MapAxis, thesis_word_axis, token_axis, word_axis
+from attnscope.mapview import MapAxis, thesis_word_axis, token_axis, word_axis
 from attnscope.store import open_store
 
 

@@ -36,13 +36,6 @@ SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURED = (
 CLAIM_VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURED)
 
 
-def three_way(value: float, supported: bool, contradicted: bool) -> str:
-    """The claim verdict of a measured value (NaN: inconclusive)."""
-    if value != value:
-        return INCONCLUSIVE
-    return SUPPORTED if supported else CONTRADICTED if contradicted else INCONCLUSIVE
-
-
 def yes_no(value: Any) -> str:
     """A spectra observation's boolean as written in its Markdown table (``–`` for NA)."""
     return "–" if pd.isna(value) else ("yes" if value else "no")

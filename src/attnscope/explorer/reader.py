@@ -27,8 +27,7 @@ import zarr.storage
 from zarr.abc.store import SuffixByteRequest
 
 from attnscope import mapdata
-from attnscope.plots import MapAxis
-from attnscope.plots.maps import ATTENTION_CMAP, BOUNDARY_COLOR, COSINE_CMAP, MASK_COLOR
+from attnscope.mapview import ATTENTION_CMAP, BOUNDARY_COLOR, COSINE_CMAP, MASK_COLOR, MapAxis
 from attnscope.store import GENERATED, HEAD_MEAN, STORE_VERSION, MissingChunkError, check_chunks
 
 log = logging.getLogger("attnscope")

@@ -22,29 +22,19 @@ Conventions shared by all figures:
 from attnscope.plots.common import STYLE, resolve_layers, save_figure, variant_color
 from attnscope.plots.curves import METRIC_LABELS, plot_metric_curves
 from attnscope.plots.maps import (
-    PLOTTED_SEGMENTS,
-    MapAxis,
     attention_figure,
-    axis_labels,
     causal_masked,
     plot_attention_maps,
     plot_cosine_and_attention,
     thesis_layers,
-    thesis_word_axis,
-    token_axis,
-    token_text,
-    word_axis,
 )
 from attnscope.plots.spectra import plot_base_alignment, plot_squared_singular_values, spectra_figures
 from attnscope.plots.theory import plot_mp_density, plot_slerp_kl
 
 __all__ = [
     "METRIC_LABELS",
-    "PLOTTED_SEGMENTS",
     "STYLE",
-    "MapAxis",
     "attention_figure",
-    "axis_labels",
     "causal_masked",
     "plot_attention_maps",
     "plot_base_alignment",
@@ -57,9 +47,5 @@ __all__ = [
     "save_figure",
     "spectra_figures",
     "thesis_layers",
-    "thesis_word_axis",
-    "token_axis",
-    "token_text",
     "variant_color",
-    "word_axis",
 ]

@@ -1,0 +1,99 @@
+"""Helpers of the tests that run the workflow: a tiny config, a Snakemake run in a directory,
+and the jobs a run plans."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import snakemake_command, workflow_config
+
+REPORT_AFTER_RUN = ("--report", "results/report.html", "--report-after-run")
+"""Snakemake's HTML report of the run, written after it (README: the documented command)."""
+
+
+def tiny_config(model: str = "tiny-mistral", **experiments) -> dict:
+    config = workflow_config()
+    config["model"] = model
+    config["experiments"] = experiments or {
+        "animals-k2": {"category": "Animals", "k": 2, "n_targets": 3},
+        "food-k3": {"category": "Food", "k": 3, "n_targets": 2},
+    }
+    config["generation"] = {"max_new_tokens": 6, "batch_size": 2}
+    config["theory"] = {
+        "trials": 200,
+        "samples": 2000,
+        "trials_spectral": 20,
+        "slerp_pairs": 20,
+        "mp_shapes": [[64, 32]],
+        "mp_trials": 2,
+        "attention_sizes": [16, 32],
+    }
+    return config
+
+
+def snakemake(workdir: Path, *args: str, config: dict | None = None) -> str:
+    if config is not None:
+        (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    run = subprocess.run(
+        snakemake_command(workdir, "--cores", "2", *args),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    return run.stdout + run.stderr
+
+
+def planned_jobs(workdir: Path) -> list[tuple[str, str]]:
+    """(rule, wildcards) of every job a dry run would execute."""
+    out = snakemake(workdir, "-n")
+    jobs = []
+    for block in re.split(r"\n(?=\[.*\]\n)|\n(?=(?:local)?rule \w+:)", out):
+        rule = re.search(r"^(?:local)?rule (\w+):", block, re.M)
+        if rule is None or rule.group(1) == "all":
+            continue
+        wildcards = re.search(r"wildcards: (.*)", block)
+        jobs.append((rule.group(1), wildcards.group(1) if wildcards else ""))
+    return sorted(jobs)
+
+
+def every_job(workdir: Path) -> list[tuple[str, str]]:
+    """(rule, wildcards) of every job of the current config (a --forceall dry run)."""
+    out = snakemake(workdir, "-n", "--forceall")
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
+        rule = re.match(r"(?:local)?rule (\w+):", block)
+        if rule and rule.group(1) != "all":
+            wildcards = re.search(r"wildcards: (.*)", block)
+            jobs.append((rule.group(1), wildcards.group(1) if wildcards else ""))
+    return sorted(jobs)
+
+
+AGGREGATE_SOURCES = {
+    "metric_curves": ("attention_metrics",),
+    "clue_comparison": ("generate_clues", "clue_table"),
+    "spectra_comparison": ("weight_spectra",),
+    "spectra_figures": ("weight_spectra",),
+}
+"""Jobs that combine the jobs of several variants: an experiment's variant comparison and a
+model's spectra comparison rerun with the jobs they combine (same model, experiment)."""
+
+
+def with_aggregates(selected: list, jobs: list) -> list:
+    """`selected` plus the jobs of `jobs` that combine them: the aggregates above and the
+    claims table (it reads every experiment's results of a model)."""
+    combining = (*AGGREGATE_SOURCES, "claims")
+    chosen = sorted({job for job in selected if job[0] not in combining})
+    found = [set(wc.split(", ")) for _, wc in chosen]
+
+    def combines(rule: str, wildcards: str) -> bool:
+        if rule == "claims":
+            return any(w.startswith("model=") for keys in found for w in keys)
+        keys = set(wildcards.split(", "))
+        return any(r in AGGREGATE_SOURCES[rule] and keys <= f for (r, _), f in zip(chosen, found))
+
+    return sorted(chosen + [(rule, wc) for rule, wc in jobs if rule in combining and combines(rule, wc)])
