@@ -36,6 +36,14 @@ def measured_on(ev: Evidence) -> str:
     )
 
 
+def _draws(n_prompts: object, n_seeds: int) -> str:
+    """What a row rests on: its target words × shot draws, or (weights) its init seeds."""
+    plural = "s" if n_seeds != 1 else ""
+    if pd.isna(n_prompts):
+        return f"{n_seeds} init seed{plural}" if n_seeds else "–"
+    return f"{n_prompts} targets × {n_seeds} draw{plural}"
+
+
 def _with_interval(rows: pd.DataFrame) -> list[str]:
     return [
         "–" if np.isnan(e) else str(Interval(e, lo, hi, 0, 0))
@@ -49,10 +57,12 @@ def claims_markdown(table: pd.DataFrame, sensitivity: pd.DataFrame, header: Mapp
     parts = ["# Thesis claims against the measurements", ""]
     parts.append(
         "Each row: a qualitative claim of the thesis (section), the metric that tests it, the estimate "
-        "with its 95 % interval (cluster bootstrap over target words; over layers for weights), the "
-        "verdict from the whole interval under the thesis's own analysis choice (attention: keys and "
-        "queries restricted to the words and clues, layers in thirds; weights: the stored matrices), "
-        'and whether every other choice agrees (robust; docs/figures.md, "Claims").'
+        "with its 95 % interval (cluster bootstrap over target words; for weights the share of layers "
+        "that meet the criterion, its interval over the init seeds), the draws it rests on, the verdict "
+        "from the whole interval under the thesis's own analysis choice (attention: keys and queries "
+        "restricted to the words and clues, the rows as the model gave them; over layer bands only "
+        "where every band agrees; weights: the stored matrices), and whether every other setting "
+        'agrees (robust, with what it covers; docs/figures.md, "Claims").'
     )
     for model, rows in table.groupby("model", sort=False):
         counts = rows["verdict"].value_counts()
@@ -62,14 +72,11 @@ def claims_markdown(table: pd.DataFrame, sensitivity: pd.DataFrame, header: Mapp
         parts += [header.get(model, ""), ""]
         shown = rows.assign(
             estimate=_with_interval(rows),
-            n=[
-                "–" if pd.isna(p) else f"{p} × {s}" if s else f"{p}"
-                for p, s in zip(rows["n_prompts"], rows["n_seeds"])
-            ],
+            n=[_draws(p, s) for p, s in zip(rows["n_prompts"], rows["n_seeds"])],
             verdict=rows["verdict"].map(lambda v: f"**{v}**"),
         )[["section", "statement", "metric", "estimate", "n", "measured", "threshold", "verdict", "robust"]]
         parts.append(
-            markdown_table(shown.rename(columns={"estimate": "estimate [95 % CI]", "n": "n prompts × seeds"}))
+            markdown_table(shown.rename(columns={"estimate": "estimate [95 % CI]", "n": "rests on"}))
         )
         of_model = sensitivity[sensitivity["model"] == model]
         parts += ["", f"### {model}: every analysis choice", ""]
@@ -96,6 +103,7 @@ def claims_html(table: pd.DataFrame, header: Mapping[str, str]) -> str:
     intro = (
         "Each qualitative claim of the thesis (ch. 7.2.2, 8, 9.1), the metric that tests it, the estimate "
         "with its 95 % interval (cluster bootstrap over target words), the verdict from the whole interval "
-        "under the thesis's own analysis choice, and whether every other choice agrees (robust)."
+        "under the thesis's own analysis choice (over layer bands only where every band agrees), and "
+        "whether every other setting agrees (robust)."
     )
     return report.html_page("Thesis claims against the measurements", sections, intro)
