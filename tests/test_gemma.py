@@ -15,8 +15,8 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from transformers.models.llama.modeling_llama import repeat_kv
 
-from attnscope import attention, circuits, metrics, models, prompts, variants
-from tests.conftest import REPO
+from attnscope import attention, circuits, metrics, models, prompts, resources, variants
+from tests.conftest import REPO, tiny_gemma_spec
 
 LOGITS = "attnscope-test-logits"
 _RECORDED: list[torch.Tensor] = []
@@ -222,3 +222,9 @@ def test_metrics_refuse_prompts_longer_than_a_sliding_window(tiny_gemma):
         ValueError, match=r"prompt p/001: 5 tokens, more than the sliding window of layers \[0\]"
     ):
         metrics.check_causal_rows(windows, 5, "p/001")
+
+
+def test_tiny_gemma_size_estimate_is_exact(tiny_gemma):
+    assert resources.tiny_random_size(tiny_gemma_spec()).parameters == sum(
+        p.numel() for p in tiny_gemma[0].parameters()
+    )
