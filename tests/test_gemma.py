@@ -15,7 +15,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from transformers.models.llama.modeling_llama import repeat_kv
 
-from attnscope import attention, circuits, metrics, models, prompts, resources, variants
+from attnscope import attention, circuits, config, metrics, models, prompts, resources, variants
 from tests.conftest import REPO, tiny_gemma_spec
 
 LOGITS = "attnscope-test-logits"
@@ -159,6 +159,12 @@ def test_plain_text_prompt_has_no_chat_markup_and_segments_from_offsets(tiny_gem
 def gemma_spec() -> dict:
     """The embedded Gemma 3's spec as config.yaml gives it."""
     return yaml.safe_load((REPO / "config.yaml").read_text())["models"]["gemma3"]
+
+
+def test_config_checks_the_chunk_packages_and_names_the_assemble_key():
+    config.check_model_spec("gemma3", gemma_spec())
+    with pytest.raises(config.ConfigError, match=r"models\.gemma3\.assemble: no module 'no_such_module'"):
+        config.check_model_spec("gemma3", {**gemma_spec(), "assemble": "no_such_module"})
 
 
 @pytest.fixture(scope="session")
