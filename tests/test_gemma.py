@@ -167,6 +167,23 @@ def test_config_checks_the_chunk_packages_and_names_the_assemble_key():
         config.check_model_spec("gemma3", {**gemma_spec(), "assemble": "no_such_module"})
 
 
+def test_tiny_gemma_manifest_gives_each_constant_its_source(tmp_path):
+    manifest = models.prepare_model("tiny-gemma", tiny_gemma_spec(), tmp_path / "tiny-gemma")
+    sources = {key: c["source"] for key, c in manifest["constants"].items()}
+    spec, default = "models.tiny-gemma (tiny-random spec)", "transformers Gemma3TextConfig default"
+    assert sources == {
+        "initializer_range": "models.tiny-gemma.initializer_range",
+        "rms_norm_eps": default,
+        "norm_form": "transformers Gemma3RMSNorm.forward",
+        "num_key_value_heads": spec,
+        "head_dim": spec,
+        "query_pre_attn_scalar": default,
+        "sliding_window": spec,
+        "layer_types": spec,
+    }
+    assert manifest["constants"]["layer_types"]["value"] == ["sliding_attention", "full_attention"]
+
+
 def test_build_spec_has_the_new_keys_only_where_set():
     """SmolLM2's and the tiny models' build specs, hence their digests and outputs, stay as they were."""
     assert config.model_build_spec({**embedded_spec(), "assemble": None}) == {

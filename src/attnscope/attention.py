@@ -604,11 +604,6 @@ def extract(
         "choice_metrics": list(choices.STORED),
         "prompts": [{"group": p.group, "prompt_id": p.prompt_id, "target": p.target} for p in inputs],
     }
-    if with_metrics:
-        for prompt in inputs:
-            metrics.check_causal_rows(
-                variants.sliding_windows(config), len(prompt.annotation.input_ids), prompt.prompt_id
-            )
     final, tmp = Path(path), partial_path(path)
     final.parent.mkdir(parents=True, exist_ok=True)
     root = _open_partial(tmp, root_attrs)

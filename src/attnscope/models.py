@@ -183,41 +183,45 @@ def tiny_random_tokenizer(spec: dict[str, Any], workdir: Path) -> PreTrainedToke
     return AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
 
 
-def tiny_random_config(spec: dict[str, Any], tokenizer: PreTrainedTokenizerBase) -> PretrainedConfig:
-    """A small Llama, Mistral or Gemma 3 config (grouped-query attention) for tests.
+TINY_CONFIG_CLASSES = {"llama": LlamaConfig, "mistral": MistralConfig, "gemma3": Gemma3TextConfig}
+
+
+def tiny_random_settings(spec: dict[str, Any], tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
+    """The config keys a tiny random spec sets (the rest are its config class's defaults).
 
     Gemma 3: QK-norm, (1 + γ) RMSNorms, head_dim = hidden / heads, and sliding-window layers of
     ``spec['sliding_window']`` alternating with global ones (the last layer global, as in Gemma 3).
     """
-    config_cls = {"llama": LlamaConfig, "mistral": MistralConfig, "gemma3": Gemma3TextConfig}[
-        spec["architecture"]
-    ]
-    extra: dict[str, Any] = {}
+    settings = {
+        "vocab_size": len(tokenizer),
+        "hidden_size": spec["hidden_size"],
+        "intermediate_size": spec["intermediate_size"],
+        "num_hidden_layers": spec["num_layers"],
+        "num_attention_heads": spec["num_heads"],
+        "num_key_value_heads": spec["num_kv_heads"],
+        "max_position_embeddings": spec["max_position_embeddings"],
+        "initializer_range": spec["initializer_range"],
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id
+        if tokenizer.pad_token_id is not None
+        else tokenizer.eos_token_id,
+        "tie_word_embeddings": False,
+    }
     if spec["architecture"] == "gemma3":
         n = spec["num_layers"]
-        extra = {
-            "head_dim": spec["hidden_size"] // spec["num_heads"],
-            "sliding_window": spec["sliding_window"],
-            "layer_types": [
-                "full_attention" if (n - 1 - layer) % 2 == 0 else "sliding_attention" for layer in range(n)
-            ],
-        }
-    return config_cls(
-        vocab_size=len(tokenizer),
-        hidden_size=spec["hidden_size"],
-        intermediate_size=spec["intermediate_size"],
-        num_hidden_layers=spec["num_layers"],
-        num_attention_heads=spec["num_heads"],
-        num_key_value_heads=spec["num_kv_heads"],
-        max_position_embeddings=spec["max_position_embeddings"],
-        initializer_range=spec["initializer_range"],
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id,
-        tie_word_embeddings=False,
-        attn_implementation="eager",
-        **extra,
-    )
+        settings["head_dim"] = spec["hidden_size"] // spec["num_heads"]
+        settings["sliding_window"] = spec["sliding_window"]
+        settings["layer_types"] = [
+            "full_attention" if (n - 1 - layer) % 2 == 0 else "sliding_attention" for layer in range(n)
+        ]
+    return settings
+
+
+def tiny_random_config(spec: dict[str, Any], tokenizer: PreTrainedTokenizerBase) -> PretrainedConfig:
+    """A small Llama, Mistral or Gemma 3 config (grouped-query attention) for tests."""
+    config_cls = TINY_CONFIG_CLASSES[spec["architecture"]]
+    return config_cls(**tiny_random_settings(spec, tokenizer), attn_implementation="eager")
 
 
 def build_tiny_random(spec: dict[str, Any], workdir: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -274,7 +278,7 @@ def prepare_model(name: str, spec: dict[str, Any], out_dir: str | os.PathLike) -
             else:
                 model, tokenizer = build_tiny_random(spec, tmp / "_tokenizer_src")
                 shutil.rmtree(tmp / "_tokenizer_src", ignore_errors=True)  # only mistral-v1 writes one
-                given = (set(model.config.to_diff_dict()), f"models.{name} (tiny-random spec)")
+                given = (set(tiny_random_settings(spec, tokenizer)), f"models.{name} (tiny-random spec)")
                 notes.append(f"tiny random {spec['architecture']} model (seed {spec['seed']}), for tests")
             model.save_pretrained(tmp, safe_serialization=True)
             tokenizer.save_pretrained(tmp)
