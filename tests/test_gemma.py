@@ -215,7 +215,7 @@ def test_embedded_gemma_manifest_records_its_constants_and_sources(embedded_gemm
     assert constants["rms_norm_eps"][1] == "GGUF metadata"
     assert constants["query_pre_attn_scalar"] == (256, "transformers Gemma3TextConfig default")
     assert constants["layer_types"][0] == (["sliding_attention"] * 5 + ["full_attention"]) * 3
-    assert any("QK-norm" in note for note in manifest["notes"])
+    assert "dequantized 4-bit" in manifest["notes"][0] and "QK-norm" in manifest["notes"][1]
     assert (embedded_gemma_dir / models.GGUF_DIR / gemma_spec()["gguf_file"]).is_file()
 
 

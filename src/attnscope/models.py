@@ -274,7 +274,7 @@ def prepare_model(name: str, spec: dict[str, Any], out_dir: str | os.PathLike) -
                 model, tokenizer = dequantize_embedded(spec, gguf)
                 model.config.initializer_range = spec["initializer_range"]
                 given = (gguf_config_keys(gguf), "GGUF metadata")
-                notes.append(f"weights are dequantized from the 4-bit GGUF {gguf.name}, not the originals")
+                notes.append(f"weights are dequantized 4-bit (GGUF {gguf.name}), not the original weights")
             else:
                 model, tokenizer = build_tiny_random(spec, tmp / "_tokenizer_src")
                 shutil.rmtree(tmp / "_tokenizer_src", ignore_errors=True)  # only mistral-v1 writes one
