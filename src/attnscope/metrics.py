@@ -36,7 +36,7 @@ cheap: float16 maps are read through lookup tables over their 65 536 bit pattern
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -89,6 +89,21 @@ def xlogx(a: np.ndarray) -> np.ndarray:
         return _F16_XLOGX[a.view(np.uint16)]
     a = a.astype(np.float64, copy=False)
     return a * np.log(np.where(a > 0, a, 1.0))
+
+
+def check_causal_rows(windows: Mapping[int, int], n_tokens: int, prompt_id: str) -> None:
+    """Refuse a prompt whose maps these metrics (and :mod:`attnscope.choices`) would misread: they
+    take row i's visible keys to be all i + 1 causal keys (``row_entropy`` divides by log(i + 1),
+    ``sink_mass`` reads key 0), which a sliding-window layer (``windows``: layer → W,
+    :func:`attnscope.variants.sliding_windows`) hides from a query more than W − 1 tokens on."""
+    crossed = sorted(layer for layer, window in windows.items() if n_tokens > window)
+    if crossed:
+        raise ValueError(
+            f"prompt {prompt_id}: {n_tokens} tokens, more than the sliding window of layers {crossed} "
+            f"({windows[crossed[0]]} keys); the attention metrics assume every causal key is visible and "
+            "do not implement sliding-window masks yet; shorten the prompts (a smaller k, "
+            "attention.append_clue: false) or use a model without sliding windows"
+        )
 
 
 def row_entropy(a: np.ndarray) -> float:

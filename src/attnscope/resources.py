@@ -64,9 +64,10 @@ class ModelSize:
     exact: bool = False
 
 
-# Before prepare_model has run: the shapes of the two models config.yaml names ...
+# Before prepare_model has run: the shapes of the models config.yaml names ...
 KNOWN = {
     SMOLLM2_GGUF: ModelSize(134_515_008, 30, 9, 576),
+    "gemma-3-270m-q4_k_m.gguf": ModelSize(268_098_176, 18, 4, 640),
     "mistralai/Mistral-7B-Instruct-v0.2": ModelSize(7_241_732_096, 32, 32, 4096),
 }
 # ... and, for any other hub or local model, a 7B-class guess.
@@ -88,12 +89,12 @@ class Resources:
 
 
 def tiny_random_size(spec: Mapping[str, Any]) -> ModelSize:
-    """The exact size of a ``tiny-random`` spec (Llama/Mistral layout, untied embeddings)."""
+    """The exact size of a ``tiny-random`` spec (Llama/Mistral/Gemma 3 layout, untied embeddings)."""
     hidden, layers, heads = spec["hidden_size"], spec["num_layers"], spec["num_heads"]
     kv_dim = hidden // heads * spec["num_kv_heads"]
-    per_layer = (
-        2 * hidden * hidden + 2 * hidden * kv_dim + 3 * hidden * spec["intermediate_size"] + 2 * hidden
-    )
+    # Llama/Mistral: two RMSNorms per layer; Gemma 3: four, and q_norm, k_norm of head_dim
+    norms = 4 * hidden + 2 * (hidden // heads) if spec["architecture"] == "gemma3" else 2 * hidden
+    per_layer = 2 * hidden * hidden + 2 * hidden * kv_dim + 3 * hidden * spec["intermediate_size"] + norms
     vocab = TOKENIZER_VOCAB[spec["tokenizer"]]
     return ModelSize(2 * vocab * hidden + layers * per_layer + hidden, layers, heads, hidden)
 

@@ -5,12 +5,17 @@ The variant is named in every output path (the ``{variant}`` wildcard):
 - ``trained``: the model as loaded.
 - ``random-s{seed}``: same config, freshly initialised with the model's own init
   scheme under ``torch.manual_seed(seed)`` (the thesis's "initial randomized model").
-- ``qkscale-a{alpha}``: every layer's W_q and W_k multiplied by alpha, i.e. all their
-  singular values scaled by alpha and the attention logits by alpha² (fig. 8.8, 8.9).
+- ``qkscale-a{alpha}``: the attention logits scaled by alpha² (fig. 8.8, 8.9): every layer's
+  W_q and W_k multiplied by alpha, i.e. all their singular values scaled by alpha; on a
+  QK-norm model (Gemma 3: an RMSNorm on each head's q and k after W_q, W_k, which would
+  cancel that scale) the gains that q_norm and k_norm apply are multiplied by alpha instead.
 - ``qktop-r{r}-a{alpha}``: only the top-r singular values of W_q and W_k scaled by
-  alpha, the rest of each spectrum and all singular vectors kept.
+  alpha, the rest of each spectrum and all singular vectors kept. Refused on a QK-norm
+  model: its norms reset each q and k to unit RMS, so the scale this edit gives the top
+  directions does not reach the logits.
 - ``qkflat``: W_q's and W_k's spectra flattened to their root-mean-square value, at
-  equal Frobenius norm (same Σσ², no dominant directions).
+  equal Frobenius norm (same Σσ², no dominant directions). On a QK-norm model the
+  flattened shape reaches the logits, the Frobenius norm does not.
 
 The three W_q/W_k edits take a layer range suffix ``-L{first}-{last}`` (0-based,
 inclusive), e.g. ``qkscale-a2-L0-9``; without it they edit every layer.
@@ -100,7 +105,7 @@ def random_init(config: PretrainedConfig, seed: int, dtype: torch.dtype | None =
     return model if dtype is None else model.to(dtype)
 
 
-# --- model structure (Llama/Mistral decoders), shared by attention, spectra and the edits below ---
+# --- model structure (Llama/Mistral/Gemma 3 decoders), shared by attention, spectra and the edits below ---
 
 
 def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
@@ -131,11 +136,22 @@ def kv_head_index(n_heads: int, n_kv_heads: int) -> torch.Tensor:
 
 
 def attention_shape(config: PretrainedConfig) -> tuple[int, int, int]:
-    """(query heads, KV heads, head_dim) of a Llama/Mistral config."""
+    """(query heads, KV heads, head_dim) of a Llama/Mistral/Gemma 3 config."""
     n_heads = config.num_attention_heads
     n_kv = getattr(config, "num_key_value_heads", None) or n_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // n_heads
     return n_heads, n_kv, head_dim
+
+
+def sliding_windows(config: PretrainedConfig) -> dict[int, int]:
+    """Layer → its sliding window W, for the layers that have one (a query sees its last W keys, itself
+    included, as transformers' ``sliding_window_overlay``): Gemma 3's ``sliding_attention`` layers,
+    every layer of a model with ``sliding_window`` set and no ``layer_types`` (Mistral)."""
+    window = getattr(config, "sliding_window", None)
+    if window is None:
+        return {}
+    types = getattr(config, "layer_types", None) or ["sliding_attention"] * config.num_hidden_layers
+    return {layer: window for layer, kind in enumerate(types) if kind == "sliding_attention"}
 
 
 def attention_modules(model: PreTrainedModel) -> list[torch.nn.Module]:
@@ -149,17 +165,57 @@ def check_layers(variant: Variant, num_layers: int) -> None:
         raise ValueError(f"variant {variant.name!r}: the model has layers 0-{num_layers - 1}")
 
 
+def qk_norms(attn: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module] | None:
+    """The RMSNorms on queries and keys after W_q, W_k (QK-norm: Gemma 3), or None."""
+    q_norm, k_norm = getattr(attn, "q_norm", None), getattr(attn, "k_norm", None)
+    return None if q_norm is None or k_norm is None else (q_norm, k_norm)
+
+
+def gain_offset(norm: torch.nn.Module) -> float:
+    """1 for an RMSNorm that applies (1 + γ) (Gemma's: ``output * (1.0 + self.weight)``), 0 for one
+    that applies γ (Llama's, Mistral's)."""
+    from transformers.models.gemma.modeling_gemma import GemmaRMSNorm
+    from transformers.models.gemma2.modeling_gemma2 import Gemma2RMSNorm
+    from transformers.models.gemma3.modeling_gemma3 import Gemma3RMSNorm
+
+    return 1.0 if isinstance(norm, (GemmaRMSNorm, Gemma2RMSNorm, Gemma3RMSNorm)) else 0.0
+
+
+def applied_gain(norm: torch.nn.Module) -> torch.Tensor:
+    """The gain an RMSNorm multiplies the normalised input by: γ, or 1 + γ (:func:`gain_offset`)."""
+    return norm.weight + gain_offset(norm)
+
+
+def set_applied_gain(norm: torch.nn.Module, gain: torch.Tensor) -> None:
+    """Make the RMSNorm multiply the normalised input by ``gain`` (in place)."""
+    norm.weight.copy_(gain - gain_offset(norm))
+
+
 def apply_edit(model: PreTrainedModel, variant: Variant) -> None:
-    """Apply the variant's weight edit to W_q and W_k in place (``trained``/``random``: none)."""
+    """Apply the variant's weight edit in place (``trained``/``random``: none): to W_q and W_k,
+    or, for ``qkscale`` on a QK-norm model, to the gains of q_norm and k_norm (see the module
+    docstring); an edit without meaning for the architecture is refused."""
     import torch
 
     if variant.kind not in ("qkscale", "qktop", "qkflat"):
         return
     modules = attention_modules(model)
     check_layers(variant, len(modules))
+    if variant.kind == "qktop" and qk_norms(modules[0]) is not None:
+        raise ValueError(
+            f"variant {variant.name!r}: not defined for {model.config.model_type}, whose q_norm and k_norm "
+            "(RMSNorm on each head's queries and keys) reset the scale that qktop gives the top singular "
+            "directions of W_q, W_k before it reaches the logits; use qkscale-a<alpha> (scales the norms' "
+            "gains) or qkflat"
+        )
     with torch.no_grad():
         for layer, attn in enumerate(modules):
             if not variant.edits_layer(layer):
+                continue
+            norms = qk_norms(attn)
+            if variant.kind == "qkscale" and norms is not None:
+                for norm in norms:
+                    set_applied_gain(norm, applied_gain(norm) * variant.alpha)
                 continue
             for proj in (attn.q_proj, attn.k_proj):
                 edit_projection(proj, variant)
