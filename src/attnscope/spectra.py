@@ -38,6 +38,7 @@ from torch import nn
 from attnscope.circuits import MATRIX_MODULES, NORM_OF, matrix_weight, norm_scale
 from attnscope.matrices import EMBEDDING_TYPES, FORMS, MATRIX_TYPES
 from attnscope.shape import SHAPE_COLUMNS, shape_metrics
+from attnscope.store import open_store
 from attnscope.theory.rmt import gram, marchenko_pastur_edges
 from attnscope.variants import attention_shape, decoder_layers, kv_head_index
 
@@ -385,16 +386,16 @@ def write_singular_values(spectra: Spectra, path: str | os.PathLike, attrs: Mapp
             matrix,
             data=np.sqrt(lam),
             chunks=lam.shape,
+            config={"write_empty_chunks": True},  # a chunk that is not there reads as damage
             dimension_names=("layer", "sv"),
             attributes={"layers": list(spectra.layers[matrix]), "rows": rows, "cols": cols},
         )
 
 
 def read_singular_values(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """``{matrix: σ [layer, sv]}`` from a store written by :func:`write_singular_values`."""
-    import zarr
-
-    root = zarr.open_group(str(Path(path)), mode="r")
+    """``{matrix: σ [layer, sv]}`` from a store written by :func:`write_singular_values` (missing
+    data raises, :func:`attnscope.store.open_store`)."""
+    root = open_store(path)
     return {name: np.asarray(array[...]) for name, array in root.arrays()}
 
 

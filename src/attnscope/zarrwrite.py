@@ -59,7 +59,8 @@ def write_whole_array(
     directory: str | os.PathLike, data: np.ndarray, compressor: BloscCodec, dimension_names: tuple[str, ...]
 ) -> None:
     """An array already whole in memory as a Zarr v3 array of one shard and one inner chunk,
-    written by zarr itself (the streamed arrays need :class:`ShardWriter`)."""
+    written by zarr itself (the streamed arrays need :class:`ShardWriter`), all-zero chunk
+    included: readers take a chunk that is not there for damage (:class:`attnscope.store.StrictStore`)."""
     import zarr
 
     array = zarr.create_array(
@@ -72,6 +73,7 @@ def write_whole_array(
         fill_value=0,
         dimension_names=dimension_names,
         chunk_key_encoding={"name": "default", "separator": "."},
+        config={"write_empty_chunks": True},
     )
     array[...] = data
 

@@ -28,7 +28,15 @@ from zarr.abc.store import SuffixByteRequest
 
 from attnscope import mapdata
 from attnscope.mapview import ATTENTION_CMAP, BOUNDARY_COLOR, COSINE_CMAP, MASK_COLOR, MapAxis
-from attnscope.store import GENERATED, HEAD_MEAN, STORE_VERSION, MissingChunkError, check_chunks
+from attnscope.store import (
+    GENERATED,
+    HEAD_MEAN,
+    METADATA_KEYS,
+    STORE_VERSION,
+    MissingChunkError,
+    StrictStore,
+    check_chunks,
+)
 
 log = logging.getLogger("attnscope")
 
@@ -46,9 +54,6 @@ WORD_ARRAYS = {
     "word_mean": "word_attn_mean_query",
     "thesis_word": "thesis_word_attn_sum",
 }
-
-METADATA_KEYS = ("zarr.json", ".zgroup", ".zattrs", ".zarray", ".zmetadata")
-"""Metadata documents (zarr v3's, and v2's that zarr-python probes when opening a group)."""
 
 GROUP_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """A prompt group's name in a store's ``prompts`` attribute (``"000"``...): a plain key, never a path."""
@@ -78,12 +83,12 @@ class StoreError(ExplorerError):
     store removed while serving (HTTP 500)."""
 
 
-class CountingStore(zarr.storage.WrapperStore):
-    """A store that counts its reads and their bytes by kind: ``metadata`` (``zarr.json``), ``index``
-    (a shard's index, read from its end) and ``chunk`` (an inner chunk or a whole chunk file); a
-    chunk or index that is not there raises :class:`MissingChunkError` (zarr would fill zeros)."""
+class CountingStore(StrictStore):
+    """A :class:`StrictStore` that counts its reads and their bytes by kind: ``metadata``
+    (``zarr.json``), ``index`` (a shard's index, read from its end) and ``chunk`` (an inner chunk or
+    a whole chunk file)."""
 
-    def __init__(self, store: zarr.abc.store.Store, counts: Counter, lock: threading.Lock):
+    def __init__(self, store: zarr.storage.LocalStore, counts: Counter, lock: threading.Lock):
         super().__init__(store)
         self.counts, self.lock = counts, lock
 
@@ -98,9 +103,7 @@ class CountingStore(zarr.storage.WrapperStore):
         with self.lock:
             self.counts[kind] += 1
             self.counts[f"{kind}_bytes"] += 0 if value is None else len(value)
-        if value is None and kind != "metadata":
-            raise MissingChunkError(f"{key}: no such chunk file")
-        return value
+        return self.strict(key, byte_range, value)
 
 
 def _is_count(value: Any) -> bool:
