@@ -27,7 +27,7 @@ import google_crc32c
 import numpy as np
 import pytest
 
-from attnscope import store
+from attnscope import chunks
 from attnscope.explorer import StoreReader, make_server, server
 from attnscope.explorer.reader import StoreError
 from tests import test_explorer
@@ -100,7 +100,7 @@ def punch_hole(path: Path, inner: int, entries: int) -> None:
     index (its checksum recomputed, so only the hole is wrong)."""
     data = path.read_bytes()
     index = np.frombuffer(data[-4 - 16 * entries : -4], dtype="<u8").copy().reshape(entries, 2)
-    index[inner] = store.EMPTY_INNER_CHUNK
+    index[inner] = chunks.EMPTY_INNER_CHUNK
     crc = np.array(google_crc32c.value(index.tobytes()), dtype="<u4").tobytes()
     path.write_bytes(data[: -4 - 16 * entries] + index.tobytes() + crc)
 

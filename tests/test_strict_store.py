@@ -1,5 +1,5 @@
 """The pipeline's store readers stop on missing data: a shard file that is not there, or a shard
-index that marks an inner chunk as never written, raises :class:`store.MissingChunkError` naming
+index that marks an inner chunk as never written, raises :class:`chunks.MissingChunkError` naming
 the file, where zarr alone reads zeros. Each damaged store is a copy of a real tiny-model store."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import zarr
 
-from attnscope import choices, mapdata, metrics, store, zarrwrite
+from attnscope import choices, chunks, mapdata, metrics, store, zarrwrite
 from tests import test_explorer
 from tests.test_explorer import store_path
 from tests.test_explorer_faults import punch_hole, shard
@@ -63,7 +63,7 @@ def test_a_reader_stops_on_missing_data(results, tmp_path, reader, damage):
     assert np.asarray(read(path), dtype=object).size  # the good copy reads
     damaged = shard(tmp_path, VARIANT, name)
     damage(damaged)
-    with pytest.raises(store.MissingChunkError, match=f"{damaged}: .*(chunk file missing|never written)"):
+    with pytest.raises(chunks.MissingChunkError, match=f"{damaged}: .*(chunk file missing|never written)"):
         read(path)
 
 
@@ -76,14 +76,14 @@ def test_singular_values_stop_on_a_missing_chunk(tmp_path):
     np.testing.assert_array_equal(spectra.read_singular_values(path)["q"], np.ones((2, 3)))
     chunk = path / "q" / "c" / "0" / "0"
     chunk.unlink()
-    with pytest.raises(store.MissingChunkError, match=f"{chunk}: chunk file missing"):
+    with pytest.raises(chunks.MissingChunkError, match=f"{chunk}: chunk file missing"):
         spectra.read_singular_values(path)
 
 
 def test_an_all_zero_array_is_written(tmp_path):
     """zarr skips a chunk of fill values unless told; the whole arrays are written with theirs."""
     zarrwrite.write_whole_array(tmp_path / "a", np.zeros((2, 3)), compressor("float64"), ("query", "key"))
-    read = zarr.open_array(store.strict_store(tmp_path / "a"), mode="r")
+    read = zarr.open_array(chunks.strict_store(tmp_path / "a"), mode="r")
     np.testing.assert_array_equal(read[...], np.zeros((2, 3)))
 
 

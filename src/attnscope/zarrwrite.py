@@ -60,7 +60,7 @@ def write_whole_array(
 ) -> None:
     """An array already whole in memory as a Zarr v3 array of one shard and one inner chunk,
     written by zarr itself (the streamed arrays need :class:`ShardWriter`), all-zero chunk
-    included: readers take a chunk that is not there for damage (:class:`attnscope.store.StrictStore`)."""
+    included: readers take a chunk that is not there for damage (:class:`attnscope.chunks.StrictStore`)."""
     import zarr
 
     array = zarr.create_array(

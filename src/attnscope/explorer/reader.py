@@ -27,16 +27,9 @@ import zarr.storage
 from zarr.abc.store import SuffixByteRequest
 
 from attnscope import mapdata
+from attnscope.chunks import METADATA_KEYS, MissingChunkError, StrictStore, check_chunks
 from attnscope.mapview import ATTENTION_CMAP, BOUNDARY_COLOR, COSINE_CMAP, MASK_COLOR, MapAxis
-from attnscope.store import (
-    GENERATED,
-    HEAD_MEAN,
-    METADATA_KEYS,
-    STORE_VERSION,
-    MissingChunkError,
-    StrictStore,
-    check_chunks,
-)
+from attnscope.store import GENERATED, HEAD_MEAN, STORE_VERSION
 
 log = logging.getLogger("attnscope")
 
