@@ -17,8 +17,10 @@ Row averages run over the rows with at least two visible keys (``n_queries`` of 
 row with no mass on its visible keys is left out too). On the choice's rows (for ``words``
 the values as stored, whose row sums are the visible masses m_i ≤ 1):
 
-- ``row_entropy``: mean of −Σ_j a_ij log a_ij / log(number of visible keys): the entropy of
-  a row of mass 1; on ``words`` the visible keys' part of the full row's entropy;
+- ``row_entropy``: mean of H(row) / log(number of visible keys). Entropy is a property of a
+  distribution, so on ``words`` it is the entropy of the row's shape over its visible keys
+  (the row divided by its visible mass; equal to ``words_renormalised``'s): a uniform row
+  stays 1 however much mass lies outside;
 - ``self_mass``, ``previous_mass``: mean attention on the query itself and on the previous
   *visible* key; ``sink_mass``: mean attention on the first token (NaN where it is not
   visible: ``words``, ``words_renormalised``, ``no_sink``);
@@ -70,6 +72,8 @@ CHOICES = ("words", "words_renormalised", "full", "no_sink")
 """The analysis choices, the thesis's first."""
 RENORMALISED = frozenset({"words_renormalised", "no_sink"})
 """The choices whose rows are renormalised over their visible keys."""
+PARTIAL = frozenset({"words"})
+"""The choices whose rows keep the model's values over a part of the keys (they sum to less than 1)."""
 CHOICE_METRICS = (
     "row_entropy",
     "self_mass",
@@ -180,15 +184,26 @@ def _measure(
     keep = visible_tokens(choice, token_segment)
     kept = TokenLabels(labels.shot[keep], labels.placebo[keep], labels.kind[keep])
     return _choice_metrics(
-        _restrict(values32, keep), _restrict(terms, keep), keep, kept, renormalise=choice in RENORMALISED
+        _restrict(values32, keep),
+        _restrict(terms, keep),
+        keep,
+        kept,
+        renormalise=choice in RENORMALISED,
+        partial=choice in PARTIAL,
     )
 
 
 def _choice_metrics(
-    b: np.ndarray, terms: np.ndarray, keep: np.ndarray, labels: TokenLabels, renormalise: bool
+    b: np.ndarray,
+    terms: np.ndarray,
+    keep: np.ndarray,
+    labels: TokenLabels,
+    renormalise: bool,
+    partial: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`choice_metrics` of the restricted maps ``b`` [layer, m, m] (float32), their
-    x·log x ``terms``, the kept positions and their labels."""
+    x·log x ``terms``, the kept positions and their labels; ``partial``: rows that keep the
+    model's values over a part of the keys, whose entropy is that of their shape."""
     num_layers, m = b.shape[0], len(keep)
     if m < 2:
         return np.full((num_layers, len(CHOICE_METRICS)), np.nan), np.zeros(num_layers, dtype=np.int64)
@@ -200,10 +215,15 @@ def _choice_metrics(
         r = b * scale[:, :, None].astype(np.float32)  # the choice's rows (0 for rows left out)
     else:
         scale, r = valid.astype(np.float64), b  # rows as stored (rows left out: row 0, or all 0)
-    # H(b/s) = log s − Σ b log b / s; the stored rows' entropy is −Σ b log b.
-    entropy = -terms.sum(axis=2, dtype=np.float64) * scale
-    if renormalise:
-        entropy += np.log(np.where(valid, mass, 1.0))
+    # H(b/s) = log s − Σ b log b / s: the entropy of a row's shape over its visible keys; the
+    # full rows' (mass 1) is −Σ b log b.
+    plogp = terms.sum(axis=2, dtype=np.float64)
+    if renormalise or partial:
+        entropy = np.log(np.where(valid, mass, 1.0)) - plogp * np.divide(
+            1.0, mass, out=np.zeros_like(mass), where=valid
+        )
+    else:
+        entropy = -plogp * scale
     visible_keys = row + 1
     row_mass = mass * scale
     diagonal = np.diagonal(r, axis1=1, axis2=2)
