@@ -128,7 +128,7 @@ def test_bands_change_what_early_means():
     table, sensitivity = claims.evaluate(ev, bands=("thirds", 1))
     early = table[table["claim"] == "early-diagonal"].iloc[0]
     assert early["setting"] == "words, thirds" and early["verdict"] == claims.INCONCLUSIVE
-    assert "the bands disagree (thirds: contradicted; first/last 1: supported)" in early["measured"]
+    assert "the bands disagree (thirds: not replicated on m; first/last 1: supported)" in early["measured"]
     by_setting = sensitivity[sensitivity["claim"] == "early-diagonal"].set_index("setting")
     assert by_setting.loc["words, first/last 1", "estimate"] == pytest.approx(0.9, abs=0.02)
     assert by_setting.loc["words, thirds", "verdict"] == NOT_REPLICATED  # (0.9+0.2+0.2)/3

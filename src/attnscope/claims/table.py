@@ -92,7 +92,7 @@ def robustness(ev: Evidence, results: Mapping[Setting, Result]) -> str:
     return f"yes ({covers})" if not differ else f"no ({covers}: " + "; ".join(differ) + ")"
 
 
-def headline(results: Mapping[Setting, Result]) -> tuple[Setting, Result]:
+def headline(ev: Evidence, results: Mapping[Setting, Result]) -> tuple[Setting, Result]:
     """The first setting (the thesis's choice, the first band) and its result; where the claim is
     measured over layer bands, its verdict stands only if every band agrees under that choice,
     else it is *inconclusive* and the measured text says which band gives which verdict."""
@@ -101,7 +101,9 @@ def headline(results: Mapping[Setting, Result]) -> tuple[Setting, Result]:
     verdicts = {band: r.verdict for band, r in by_band.items() if r.verdict != NOT_MEASURED}
     if len(set(verdicts.values())) <= 1:
         return setting, result
-    disagree = "; ".join(f"{band_name(band)}: {verdict}" for band, verdict in verdicts.items())
+    disagree = "; ".join(
+        f"{band_name(band)}: {_verdict_on(ev, verdict)}" for band, verdict in verdicts.items()
+    )
     measured = (
         f"the bands disagree ({disagree}), so no band decides; {band_name(setting.band)}: {result.measured}"
     )
@@ -120,7 +122,7 @@ def evaluate(
     for row in _measure_all(evidence, thresholds, bands):
         if not row.results:
             continue
-        setting, result = headline(row.results)
+        setting, result = headline(evidence, row.results)
         interval = result.interval
         table.append(
             {
