@@ -147,23 +147,22 @@ COSINE_STATEMENT = "Attention is only weakly related to the embedding cosine sim
 COSINE_COLUMNS = ["cosine_pearson", "cosine_spearman"]
 
 
-def _cosine_result(rows: pd.DataFrame, th: Thresholds, unit: str) -> Result:
-    """The largest |r| or |ρ| over the columns of ``rows`` (layers, or layer × head pairs)."""
+def _cosine_result(rows: pd.DataFrame, th: Thresholds, heads: int = 0) -> Result:
+    """The largest |r| or |ρ| (means over prompts) over the columns of ``rows``: layers, or with
+    ``heads`` the layer × head pairs numbered layer·heads + head."""
     table = prompt_table(rows, ["trained"], COSINE_COLUMNS)
     if table is None:
         return not_measured("no trained attention metrics")
     interval = table.interval(lambda m: np.nanmax(np.abs(m), axis=(-2, -1)))
     means = np.nanmean(table.values, axis=0).reshape(2, table.num_layers)
     peak = int(np.nanargmax(np.abs(means).max(axis=0)))
-    where = (
-        f"layer {peak}"
-        if unit == "layer"
-        else f"layer {peak // rows['heads'].iloc[0]}, head {peak % rows['heads'].iloc[0]}"
-    )
+    where = f"layer {peak // heads}, head {peak % heads}" if heads else f"layer {peak}"
+    what = "one head's" if heads else "a layer's head-mean"
     verdict = verdict_of(interval, th.weak_correlation, th.strong_correlation)
     measured = (
-        f"largest {unit}-mean |r| or |ρ| = {interval} ({where}); mean over {unit}s "
-        f"r = {np.nanmean(means[0]):.3g}, ρ = {np.nanmean(means[1]):.3g} (full maps)"
+        f"largest |r| or |ρ| of {what} maps = {interval} ({where}); mean over "
+        f"{'heads and layers' if heads else 'layers'} r = {np.nanmean(means[0]):.3g}, "
+        f"ρ = {np.nanmean(means[1]):.3g} (full maps)"
     )
     return Result(verdict, interval, measured, n_seeds=table.n_seeds)
 
@@ -175,15 +174,15 @@ def cosine_weak(ev: Evidence, th: Thresholds, setting: Setting) -> list[tuple[st
     if not set(COSINE_COLUMNS) <= set(metrics.columns):
         return [(COSINE_STATEMENT, not_measured("no trained attention metrics"))]
     head = metrics["head"] if "head" in metrics else pd.Series(HEAD_MEAN, index=metrics.index)
-    results = [(COSINE_STATEMENT, _cosine_result(metrics[head == HEAD_MEAN], th, "layer"))]
+    results = [(COSINE_STATEMENT, _cosine_result(metrics[head == HEAD_MEAN], th))]
     per_head = metrics[head != HEAD_MEAN]
     if len(per_head):
         heads = int(per_head["head"].max()) + 1
-        per_head = per_head.assign(layer=per_head["layer"] * heads + per_head["head"], heads=heads)
+        per_head = per_head.assign(layer=per_head["layer"] * heads + per_head["head"])
         results.append(
             (
                 f"Per head: {COSINE_STATEMENT[0].lower()}{COSINE_STATEMENT[1:]}",
-                _cosine_result(per_head, th, "head"),
+                _cosine_result(per_head, th, heads),
             )
         )
     return results

@@ -39,8 +39,10 @@ def measured_on(ev: Evidence) -> str:
 def _draws(n_prompts: object, n_seeds: int) -> str:
     """What a row rests on: its target words × shot draws, or (weights) its init seeds."""
     plural = "s" if n_seeds != 1 else ""
+    if not n_seeds:
+        return "–"
     if pd.isna(n_prompts):
-        return f"{n_seeds} init seed{plural}" if n_seeds else "–"
+        return f"{n_seeds} init seed{plural}"
     return f"{n_prompts} targets × {n_seeds} draw{plural}"
 
 
