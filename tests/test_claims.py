@@ -245,6 +245,7 @@ def test_random_model_near_uniform_pools_its_init_seeds():
     uniform = [choices("random-s0", row_entropy=0.97, rng=1), choices("random-s1", row_entropy=0.96, rng=2)]
     row = row_of(evidence(trained, *uniform), "random-uniform")
     assert row["verdict"] == claims.SUPPORTED and row["n_seeds"] == 2 and "2 init seed" in row["measured"]
+    assert row["robust"] == "yes (choices; 2 init seeds)"
     peaked = choices("random-s0", row_entropy=[0.5] + [0.95] * 8)
     assert verdict(evidence(trained, peaked), "random-uniform") == NOT_REPLICATED
     assert verdict(evidence(trained), "random-uniform") == claims.NOT_MEASURED

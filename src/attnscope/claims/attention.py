@@ -202,7 +202,7 @@ def random_uniform(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
         f"normalised entropy: lowest layer mean {interval} (layer {int(np.nanargmin(means))}), "
         f"mean {np.nanmean(means):.3g}; {len(names)} init seed(s)"
     )
-    return Result(verdict, interval, measured, ", ".join(names), table.n_seeds)
+    return Result(verdict, interval, measured, ", ".join(names), table.n_seeds, draws="init seed")
 
 
 def _layer_test(table: PromptTable, sign: int, alpha: float) -> stats.LayerTest:

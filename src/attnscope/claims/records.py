@@ -123,7 +123,9 @@ class Result:
     variants: str = "trained"
     n_seeds: int = 1
     per_prompt: bool = True
-    """False for weight claims: their interval resamples layers, not prompts."""
+    """False for weight claims: their estimate counts layers, its interval spans init seeds."""
+    draws: str = ""
+    """What ``n_seeds`` counts ("shot draw", "init seed"; default: from ``per_prompt``)."""
 
 
 @dataclass(frozen=True)

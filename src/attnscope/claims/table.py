@@ -84,7 +84,7 @@ def robustness(ev: Evidence, results: Mapping[Setting, Result]) -> str:
         for field_name, name in COVERS.items()
         if len({getattr(s, field_name) for s, _ in [(first, headline), *measured]}) > 1
     ]
-    draws = f"{headline.n_seeds} {'shot draw' if headline.per_prompt else 'init seed'}"
+    draws = f"{headline.n_seeds} {headline.draws or ('shot draw' if headline.per_prompt else 'init seed')}"
     covers = ", ".join(varied) + f"; {draws}{'s' if headline.n_seeds != 1 else ''}"
     differ = [
         f"{s.label()}: {_verdict_on(ev, r.verdict)}" for s, r in measured if r.verdict != headline.verdict
