@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -134,11 +134,14 @@ def _log_ratio(observed: np.ndarray, expected: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class TokenLabels:
     """What the metrics know of a prompt's tokens: their shot, their shot under the placebo
-    boundaries (:func:`placebo_shots`), and their segment as an integer code."""
+    boundaries (:func:`placebo_shots`), and their segment as an integer code; ``drops`` keeps
+    the boundary drops of a measurement by its visible tokens, which choices share (``words``
+    and ``words_renormalised`` see the same values as the model gave them)."""
 
     shot: np.ndarray
     placebo: np.ndarray
     kind: np.ndarray
+    drops: dict[bytes, dict[str, np.ndarray]] = field(default_factory=dict, compare=False)
 
     @classmethod
     def of(cls, token_segment: Sequence[str], token_shot: Sequence[int]) -> TokenLabels:
@@ -182,7 +185,7 @@ def _measure(
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`choice_metrics` from the maps as float32 and their x·log x."""
     keep = visible_tokens(choice, token_segment)
-    kept = TokenLabels(labels.shot[keep], labels.placebo[keep], labels.kind[keep])
+    kept = TokenLabels(labels.shot[keep], labels.placebo[keep], labels.kind[keep], labels.drops)
     return _choice_metrics(
         _restrict(values32, keep),
         _restrict(terms, keep),
@@ -323,11 +326,17 @@ def _shot_metrics(
     across = causal & (shot >= 1) & ~own
     rows = r[:, queries]
     q_valid = valid[:, queries]
+    drops = labels.drops.get(keep.tobytes())
+    if drops is None:
+        drops = {
+            "boundary_drop": _boundary_drop(b, valid, keep, shot, labels.kind),
+            "placebo_drop": _boundary_drop(b, valid, keep, labels.placebo, labels.kind),
+        }
+        labels.drops[keep.tobytes()] = drops
     return {
         "within_shot_mass": _mean(np.einsum("lqk,qk->lq", rows, own), q_valid),
         "across_shot_mass": _mean(np.einsum("lqk,qk->lq", rows, across), q_valid),
-        "boundary_drop": _boundary_drop(b, valid, keep, shot, labels.kind),
-        "placebo_drop": _boundary_drop(b, valid, keep, labels.placebo, labels.kind),
+        **drops,
     }
 
 
