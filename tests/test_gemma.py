@@ -161,6 +161,7 @@ def gemma_spec() -> dict:
     return yaml.safe_load((REPO / "config.yaml").read_text())["models"]["gemma3"]
 
 
+@pytest.mark.integration
 def test_config_checks_the_chunk_packages_and_names_the_assemble_key():
     config.check_model_spec("gemma3", gemma_spec())
     with pytest.raises(config.ConfigError, match=r"models\.gemma3\.assemble: no module 'no_such_module'"):
