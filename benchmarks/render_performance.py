@@ -472,10 +472,13 @@ def render(results: dict[str, dict[str, Any]]) -> str:
         "load. To update: run the benchmark, then `python benchmarks/render_performance.py`.",
     ]
     for kind, (heading, what, fn) in SECTIONS.items():
+        if by_kind[kind]:
+            lines += ["", f"## {heading}", "", what]
         for name in by_kind[kind]:
             result = Result(name, results[name])
-            title = heading if name == kind else f"{heading}: `{name.split('-', 1)[1]}`"
-            lines += ["", f"## {title}", "", what, "", source(result), "", *fn(result)]
+            if name != kind:
+                lines += ["", f"### `{name.split('-', 1)[1]}`"]
+            lines += ["", source(result), "", *fn(result)]
     return "\n".join(lines) + "\n"
 
 
