@@ -71,15 +71,20 @@ def machine() -> dict[str, Any]:
     }
 
 
+MEASURED = ("src", "benchmarks/*.py", "rules", "scripts", "Snakefile", "config.yaml", "pyproject.toml")
+"""The paths whose changes change what a benchmark measures (not docs, not other results)."""
+
+
 def git_commit() -> str:
-    """The checkout's commit, with ``-dirty`` if tracked files differ from it."""
+    """The checkout's commit, with ``-dirty`` if the code or config measured differs from it."""
     root = OUT.parent.parent
 
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True).stdout.strip()
 
     commit = git("rev-parse", "HEAD") or "unknown"
-    return commit + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", *MEASURED)
+    return commit + ("-dirty" if changed else "")
 
 
 def provenance() -> dict[str, Any]:
