@@ -472,8 +472,12 @@ def render(results: dict[str, dict[str, Any]]) -> str:
         "load. To update: run the benchmark, then `python benchmarks/render_performance.py`.",
     ]
     for kind, (heading, what, fn) in SECTIONS.items():
-        if by_kind[kind]:
-            lines += ["", f"## {heading}", "", what]
+        lines += ["", f"## {heading}", "", what]
+        if not by_kind[kind]:
+            lines += [
+                "",
+                f"Not measured yet: run `benchmarks/bench_{kind}.py` (its `--help` gives the options).",
+            ]
         for name in by_kind[kind]:
             result = Result(name, results[name])
             if name != kind:

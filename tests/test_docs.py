@@ -42,13 +42,23 @@ def references(path: Path) -> list[str]:
     return found
 
 
+def anchors(path: Path) -> set[str]:
+    """The heading anchors of a Markdown file, as GitHub makes them (code blocks skipped)."""
+    text = re.sub(r"^```.*?^```", "", path.read_text(), flags=re.MULTILINE | re.DOTALL)
+    headings = re.findall(r"^#+ (.+)$", text, flags=re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
 def broken_links(path: Path) -> list[str]:
-    """Relative link targets in the Markdown file ``path`` that name no existing file."""
+    """Relative link targets in the Markdown file ``path`` that name no existing file, or no
+    heading of an existing Markdown file."""
     broken = []
     for target in LINK.findall(path.read_text()):
-        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+        if re.match(r"[a-z]+:", target):
             continue
-        if not (path.parent / target.split("#", 1)[0]).exists():
+        file, _, anchor = target.partition("#")
+        linked = path.parent / file if file else path
+        if not linked.exists() or (anchor and linked.suffix == ".md" and anchor not in anchors(linked)):
             broken.append(target)
     return broken
 
@@ -76,9 +86,12 @@ def test_no_issue_numbers_in_code_or_docs(tmp_path):
 def test_relative_links_resolve(tmp_path):
     assert {str(p.relative_to(ROOT)): b for p in markdown_pages() if (b := broken_links(p))} == {}
     page = tmp_path / "page.md"
-    (tmp_path / "there.md").write_text("")
-    page.write_text("[a](there.md#x) [b](missing.md) [c](https://x.org/y) [d](#anchor)\n")
-    assert broken_links(page) == ["missing.md"]
+    (tmp_path / "there.md").write_text("# Top\n\n## The `x` table (`.y.parquet`)\n")
+    page.write_text(
+        "# Here\n[a](there.md#the-x-table-yparquet) [b](missing.md) [c](https://x.org/y) [d](#here)"
+        " [e](there.md#nowhere) [f](#nowhere)\n"
+    )
+    assert broken_links(page) == ["missing.md", "there.md#nowhere", "#nowhere"]
 
 
 def small_results() -> dict[str, dict]:
@@ -124,6 +137,7 @@ def test_render_shows_each_figure_with_its_source():
     # the model-load figures sit under their own source line, not under the other benchmark's
     section = text.split("## Model load")[1].split("## ")[0]
     assert "--repeats 7" in section and "12.34 s" in section and "4.32 s" not in section
+    assert "Not measured yet: run `benchmarks/bench_spectra.py`" in text  # no JSON, no figures
     assert render(small_results()) == text  # deterministic
 
 
