@@ -64,6 +64,12 @@ def times(x: float) -> str:
     return f"{x:.2f}×"
 
 
+def short_commit(commit: str) -> str:
+    """The first 12 hex digits of a commit, keeping a ``-dirty`` mark."""
+    digits, dirty, _ = commit.partition("-dirty")
+    return digits[:12] + dirty
+
+
 def source(result: Result) -> str:
     """The line that says which machine and command produced a result."""
     m = result["machine"]
@@ -77,7 +83,7 @@ def source(result: Result) -> str:
     if m.get("load_average_1min") is not None:
         parts.append(f"load average {m['load_average_1min']} at the start")
     line = (
-        f"Source: `{result['command']}` at commit `{result['commit'][:12]}`, {result['date']}; "
+        f"Source: `{result['command']}` at commit `{short_commit(result['commit'])}`, {result['date']}; "
         f"{', '.join(parts)}."
     )
     if result.get("transcribed"):

@@ -115,6 +115,7 @@ def small_results() -> dict[str, dict]:
             **source,
             "benchmark": "choices",
             "command": "python benchmarks/bench_choices.py --synthetic-tokens 77",
+            "commit": "fedcba98765432100000-dirty",
             "tokens": 77,
             "layers": 32,
             "chunked": {"seconds": 4.321, "peak_added_mib": 85.0},
@@ -130,7 +131,7 @@ def test_render_shows_each_figure_with_its_source():
         assert text.count(figure) == 1, figure
     for source in (
         "`python benchmarks/bench_model_load.py --repeats 7` at commit `0123456789ab`, 2001-02-03 04:05 UTC",
-        "`python benchmarks/bench_choices.py --synthetic-tokens 77`",
+        "`python benchmarks/bench_choices.py --synthetic-tokens 77` at commit `fedcba987654-dirty`",
         "3 cores, Test CPU 9000, 7.5 GiB RAM, no GPU, Python 3.11.1",
     ):
         assert source in text
