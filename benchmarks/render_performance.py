@@ -299,12 +299,12 @@ def spectra(r: Result) -> list[str]:
     ours = timings["attnscope compute_spectra"]
     before, after = r["load_average_before_after"]
     lines = [
-        f"{sum(m['count'] for m in r['matrices'].values())} matrices of {r['model']}, "
+        f"{verdict['matrices_compared']} matrices of {r['model']}, "
         f"{r['threads']} threads, best of {r['repeats']}; load average {before[0]:.2f} → {after[0]:.2f}.",
         "",
     ]
     rows = [
-        Row(f"{name}", f"{seconds(s)} ({times(s / ours)} attnscope's)")
+        Row(f"`{name}`", f"{seconds(s)} ({times(s / ours)} the default `compute_spectra`)")
         for name, s in sorted(timings.items(), key=lambda item: item[1])
     ]
     rows += [
