@@ -374,10 +374,13 @@ def explorer(r: Result) -> list[str]:
             "p95 < 200 ms",
             r["switch_p95_ms"] < 200,
         ),
-        Row("metric curves (`/api/metrics`) p95", f"{r['curves_p95_ms']:.1f} ms"),
     ]
+    if r.get("curves_p95_ms") is not None:
+        rows.append(Row("metric curves (`/api/metrics`) p95", f"{r['curves_p95_ms']:.1f} ms"))
     for clients in (1, 10, 20):
-        p95 = r[f"clients{clients}_p95_ms"]
+        p95 = r.get(f"clients{clients}_p95_ms")
+        if p95 is None:
+            continue
         target = ("p95 < 200 ms", p95 < 200) if clients == 20 else ("", None)
         rows.append(
             Row(
@@ -386,18 +389,17 @@ def explorer(r: Result) -> list[str]:
                 *target,
             )
         )
-    rows.append(Row("server RSS", f"{r['server_rss_mib']:.0f} MiB"))
     if r.get("page_view_p50_ms") is not None:
         rows += [
             Row(
                 "the page's own view time (headless Chromium) p50 / p95",
                 f"{r['page_view_p50_ms']:.1f} / {r['page_view_p95_ms']:.1f} ms",
             ),
-            Row(
-                "the page's JS heap; server RSS after the page",
-                f"{r['page_js_heap_mib']:.0f} MiB; {r['server_rss_mib_after_page']:.0f} MiB",
-            ),
+            Row("the page's JS heap", f"{r['page_js_heap_mib']:.0f} MiB"),
+            Row("server RSS after the page", f"{r['server_rss_mib_after_page']:.0f} MiB"),
         ]
+    else:
+        rows.append(Row("server RSS", f"{r['server_rss_mib']:.0f} MiB"))
     return table(rows)
 
 
