@@ -20,6 +20,8 @@ import yaml
 from attnscope import models
 
 OUT = Path(__file__).resolve().parent / "out"
+LOAD_AT_START = round(os.getloadavg()[0], 2)
+"""The 1-minute load average when the benchmark started (other processes slow it down)."""
 EMBEDDED_SPEC = yaml.safe_load((OUT.parent.parent / "config.yaml").read_text())["models"]["smollm2"]
 """The embedded SmolLM2's spec as config.yaml gives it (init std included)."""
 
@@ -67,7 +69,7 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
-        "load_average_1min": round(os.getloadavg()[0], 2),
+        "load_average_1min_start_end": [LOAD_AT_START, round(os.getloadavg()[0], 2)],
     }
 
 

@@ -56,7 +56,7 @@ class Result:
 def seconds(s: float) -> str:
     """Seconds with a precision that suits their size."""
     if s >= 100:
-        return f"{s:.0f} s ({s / 60:.1f} min)"
+        return f"{s:.0f} s"
     return f"{s:.2f} s" if s >= 0.1 else f"{1000 * s:.1f} ms"
 
 
@@ -80,8 +80,10 @@ def source(result: Result) -> str:
     parts.append(f"Python {result['machine.python']}")
     if m.get("torch"):
         parts.append(f"torch {m['torch']}")
-    if m.get("load_average_1min") is not None:
-        parts.append(f"load average {m['load_average_1min']} at the start")
+    if m.get("load_average_1min_start_end") is not None:
+        parts.append("1-min load average {} → {}".format(*m["load_average_1min_start_end"]))
+    elif m.get("load_average_1min") is not None:
+        parts.append(f"1-min load average {m['load_average_1min']} at the end")
     line = (
         f"Source: `{result['command']}` at commit `{short_commit(result['commit'])}`, {result['date']}; "
         f"{', '.join(parts)}."
