@@ -386,7 +386,7 @@ def explorer(r: Result) -> list[str]:
         target = ("p95 < 200 ms", p95 < 200) if clients == 20 else ("", None)
         rows.append(
             Row(
-                f"100 map requests from {clients} clients at once, p50 / p95",
+                f"100 map requests from {clients} client{'s' if clients > 1 else ''} at once, p50 / p95",
                 f"{r[f'clients{clients}_p50_ms']:.1f} / {p95:.1f} ms",
                 *target,
             )
