@@ -11,16 +11,16 @@ def attention_clues(wildcards):
     """The generated clues to append, when attention.append_clue is on."""
     if not config["attention"]["append_clue"]:
         return []
-    return f"results/clues/{wildcards.model}/{wildcards.variant}/{wildcards.experiment}.parquet"
+    return attnscope_paths.CLUES.format(**wildcards)
 
 
 rule extract_attention:
     input:
-        prompts="results/prompts/{model}/{experiment}.parquet",
+        prompts=attnscope_paths.PROMPTS,
         clues=attention_clues,
-        manifest="results/models/{model}/manifest.json",
+        manifest=attnscope_paths.MANIFEST,
     output:
-        store=directory("results/attention/{model}/{variant}/{experiment}.zarr"),
+        store=directory(attnscope_paths.ATTENTION_STORE),
     params:
         attention=attention_options,
         load=load_options,
@@ -37,12 +37,12 @@ rule extract_attention:
 
 rule attention_metrics:
     input:
-        store="results/attention/{model}/{variant}/{experiment}.zarr",
+        store=attnscope_paths.ATTENTION_STORE,
     output:
-        metrics="results/metrics/{model}/{variant}/{experiment}.parquet",
-        summary="results/metrics/{model}/{variant}/{experiment}.summary.parquet",
-        markdown="results/metrics/{model}/{variant}/{experiment}.summary.md",
-        choices="results/metrics/{model}/{variant}/{experiment}.choices.parquet",
+        metrics=attnscope_paths.METRICS,
+        summary=attnscope_paths.METRICS_SUMMARY,
+        markdown=attnscope_paths.METRICS_SUMMARY_MD,
+        choices=attnscope_paths.CHOICES,
     params:
         epsilon=lambda wc: config["attention"]["epsilon"],
     log:
@@ -57,5 +57,5 @@ rule attention_metrics:
 
 rule attention:
     input:
-        runs("results/metrics/{model}/{variant}/{experiment}.parquet"),
-        runs("results/metrics/{model}/{variant}/{experiment}.summary.md"),
+        runs(attnscope_paths.METRICS),
+        runs(attnscope_paths.METRICS_SUMMARY_MD),

@@ -13,7 +13,7 @@ wildcard_constraints:
 
 # Every output lies under results/: a file of that name stops the run here, with a message,
 # rather than in Snakemake's DAG inventory with a traceback; onstart checks it is writable.
-attnscope_config.check_results_dir("results")
+attnscope_config.check_results_dir(attnscope_paths.RESULTS)
 
 
 def model_spec(wildcards):
@@ -105,7 +105,7 @@ def fixed_resources(mem_mb, runtime):
 
 
 onstart:
-    attnscope_config.check_results_dir("results", writable=True)
+    attnscope_config.check_results_dir(attnscope_paths.RESULTS, writable=True)
     # CUDA asked for where none exists: fail before the first job, not inside one. Locally
     # torch must see a GPU; on SLURM the head node may have none, so the cluster must
     # offer GPUs (each job checks its own node again when it loads the model).

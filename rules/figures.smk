@@ -68,16 +68,12 @@ def figure_set_outputs(folder, figures, category):
     return outputs
 
 
-MAPS = "results/figures/{model}/{variant}/{experiment}"
-"""The folder of one store's map figures: ``{target}/{kind}.{png,svg}`` for each of its figures."""
-
-
 rule attention_figures:
     input:
-        store="results/attention/{model}/{variant}/{experiment}.zarr",
+        store=attnscope_paths.ATTENTION_STORE,
     output:
         maps=report(
-            directory(MAPS),
+            directory(attnscope_paths.MAP_FIGURES),
             patterns=["{target}/{kind}.png"],
             caption="../report/attention_maps.rst",
             category=lambda wc: "Full passes over all layers" if wc.kind.endswith("_pass") else "Attention maps",
@@ -103,7 +99,7 @@ rule attention_figures:
 def replicate_metrics(wildcards):
     """The metrics tables of every variant of every shot-seed replicate of an experiment."""
     return [
-        f"results/metrics/{wildcards.model}/{variant}/{name}.parquet"
+        attnscope_paths.METRICS.format(model=wildcards.model, variant=variant, experiment=name)
         for name in PLAN.replicates(wildcards.experiment)
         for variant in PLAN.experiments[name].variants
     ]
@@ -116,7 +112,7 @@ rule metric_curves:
         metrics=replicate_metrics,
     output:
         **figure_outputs(
-            "results/figures/{model}/{experiment}_metric_curves", "metric_curves", "Metric curves by layer",
+            attnscope_paths.METRIC_CURVES, "metric_curves", "Metric curves by layer",
             labels={"experiment": "{experiment}"},
         ),
     params:
@@ -138,7 +134,6 @@ rule metric_curves:
         "../scripts/figures_metrics.py"
 
 
-SPECTRA = "results/spectra/{model}"
 SPECTRA_FIGURES = {
     "spectra_random": "A.19 random init",
     "spectra_attention": "A.20 W_q, W_k, W_v, W_o",
@@ -155,14 +150,14 @@ RANDOM_SEEDS = [v for v in PLAN.spectra_variants if attnscope_variants.parse(v).
 
 rule spectra_figures:
     input:
-        trained=f"{SPECTRA}/trained.parquet",
-        trained_sv=f"{SPECTRA}/trained.zarr",
-        trained_alignment=f"{SPECTRA}/trained_alignment.parquet",
-        random=f"{SPECTRA}/{PLAN.random_variant}.parquet",
-        random_alignment=f"{SPECTRA}/{PLAN.random_variant}_alignment.parquet",
-        seeds_sv=[f"{SPECTRA}/{v}.zarr" for v in RANDOM_SEEDS],
+        trained=attnscope_paths.fill(attnscope_paths.SPECTRA, variant="trained"),
+        trained_sv=attnscope_paths.fill(attnscope_paths.SINGULAR_VALUES, variant="trained"),
+        trained_alignment=attnscope_paths.fill(attnscope_paths.ALIGNMENT, variant="trained"),
+        random=attnscope_paths.fill(attnscope_paths.SPECTRA, variant=PLAN.random_variant),
+        random_alignment=attnscope_paths.fill(attnscope_paths.ALIGNMENT, variant=PLAN.random_variant),
+        seeds_sv=[attnscope_paths.fill(attnscope_paths.SINGULAR_VALUES, variant=v) for v in RANDOM_SEEDS],
     output:
-        **figure_set_outputs("results/figures/{model}", SPECTRA_FIGURES, "Weight spectra"),
+        **figure_set_outputs(attnscope_paths.MODEL_FIGURES, SPECTRA_FIGURES, "Weight spectra"),
     params:
         random_variant=PLAN.random_variant,
         random_seeds=RANDOM_SEEDS,
@@ -179,7 +174,7 @@ rule spectra_figures:
 
 rule theory_figures:
     output:
-        **figure_set_outputs("results/figures/theory", THEORY_FIGURES, "Theory"),
+        **figure_set_outputs(attnscope_paths.THEORY_FIGURES, THEORY_FIGURES, "Theory"),
     params:
         theory=lambda wc: {key: config["theory"][key] for key in ("seed", "slerp_dim", "slerp_pairs", "slerp_length")},
         mp_shapes=lambda wc: config["figures"]["mp_shapes"],
@@ -197,17 +192,18 @@ rule theory_figures:
 rule clue_comparison:
     input:
         clues=lambda wc: [
-            f"results/clues/{wc.model}/{variant}/{wc.experiment}.parquet" for variant in experiment_plan(wc).variants
+            attnscope_paths.CLUES.format(model=wc.model, variant=variant, experiment=wc.experiment)
+            for variant in experiment_plan(wc).variants
         ],
         tables=lambda wc: [
-            f"results/tables/{wc.model}/{variant}/{wc.experiment}_clues.csv"
+            attnscope_paths.CLUE_TABLE_CSV.format(model=wc.model, variant=variant, experiment=wc.experiment)
             for variant in experiment_plan(wc).variants
         ],
     output:
-        csv="results/tables/{model}/{experiment}_variants.csv",
-        markdown="results/tables/{model}/{experiment}_variants.md",
+        csv=attnscope_paths.VARIANT_CLUES_CSV,
+        markdown=attnscope_paths.VARIANT_CLUES_MD,
         html=report(
-            "results/figures/{model}/{experiment}_clues.html", caption="../report/clue_tables.rst",
+            attnscope_paths.VARIANT_CLUES_HTML, caption="../report/clue_tables.rst",
             category="Clue tables", labels={"experiment": "{experiment}"},
         ),
     params:
@@ -228,17 +224,17 @@ def figure_targets():
     files = []
     for model in PLAN.models:
         stores = dict.fromkeys((experiment, variant) for experiment, variant, _, _ in PLAN.map_figures)
-        files += [MAPS.format(model=model, variant=v, experiment=e) for e, v in stores]
+        files += [attnscope_paths.MAP_FIGURES.format(model=model, variant=v, experiment=e) for e, v in stores]
         for experiment in PLAN.experiments:
             if experiment in PLAN.replicate_groups():  # one curve figure pools the replicates
-                files += figure_paths(f"results/figures/{model}/{experiment}_metric_curves")
+                files += figure_paths(attnscope_paths.METRIC_CURVES.format(model=model, experiment=experiment))
             files += [
-                f"results/tables/{model}/{experiment}_variants.csv",
-                f"results/figures/{model}/{experiment}_clues.html",
+                attnscope_paths.VARIANT_CLUES_CSV.format(model=model, experiment=experiment),
+                attnscope_paths.VARIANT_CLUES_HTML.format(model=model, experiment=experiment),
             ]
         for name in SPECTRA_FIGURES:
-            files += figure_paths(f"results/figures/{model}/{name}")
-    files += [p for name in THEORY_FIGURES for p in figure_paths(f"results/figures/theory/{name}")]
+            files += figure_paths(f"{attnscope_paths.MODEL_FIGURES.format(model=model)}/{name}")
+    files += [p for name in THEORY_FIGURES for p in figure_paths(f"{attnscope_paths.THEORY_FIGURES}/{name}")]
     return files
 
 

@@ -33,10 +33,10 @@ rule claims:
     input:
         unpack(claims_inputs),
     output:
-        table="results/claims.parquet",
-        sensitivity="results/claims_sensitivity.parquet",
-        markdown="results/claims.md",
-        html=report("results/claims.html", caption="../report/claims.rst", category="Thesis claims"),
+        table=attnscope_paths.CLAIMS,
+        sensitivity=attnscope_paths.CLAIMS_SENSITIVITY,
+        markdown=attnscope_paths.CLAIMS_MD,
+        html=report(attnscope_paths.CLAIMS_HTML, caption="../report/claims.rst", category="Thesis claims"),
     params:
         claims=claims_spec,
         bands=lambda wc: config["claims"]["bands"],

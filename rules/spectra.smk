@@ -12,12 +12,12 @@ def spectra_options(wildcards):
 
 rule weight_spectra:
     input:
-        manifest="results/models/{model}/manifest.json",
+        manifest=attnscope_paths.MANIFEST,
     output:
-        table="results/spectra/{model}/{variant}.parquet",
-        zarr=directory("results/spectra/{model}/{variant}.zarr"),
-        alignment="results/spectra/{model}/{variant}_alignment.parquet",
-        qk_circuits="results/spectra/{model}/{variant}_qk_circuits.parquet",
+        table=attnscope_paths.SPECTRA,
+        zarr=directory(attnscope_paths.SINGULAR_VALUES),
+        alignment=attnscope_paths.ALIGNMENT,
+        qk_circuits=attnscope_paths.QK_CIRCUITS,
     params:
         spectra=spectra_options,
         model=lambda wc: attnscope_config.model_build_spec(model_spec(wc)),
@@ -34,11 +34,11 @@ rule weight_spectra:
 
 rule spectra_comparison:
     input:
-        trained="results/spectra/{model}/trained.parquet",
-        random=lambda wc: f"results/spectra/{wc.model}/{PLAN.random_variant}.parquet",
+        trained=attnscope_paths.fill(attnscope_paths.SPECTRA, variant="trained"),
+        random=attnscope_paths.fill(attnscope_paths.SPECTRA, variant=PLAN.random_variant),
     output:
-        table="results/spectra/{model}/learned_vs_random.parquet",
-        markdown="results/spectra/{model}/learned_vs_random.md",
+        table=attnscope_paths.LEARNED_VS_RANDOM,
+        markdown=attnscope_paths.LEARNED_VS_RANDOM_MD,
     params:
         random_variant=PLAN.random_variant,
     log:
@@ -54,9 +54,18 @@ rule spectra_comparison:
 rule spectra:
     input:
         [
-            f"results/spectra/{model}/{variant}{suffix}"
+            pattern.format(model=model, variant=variant)
             for model in PLAN.models
             for variant in PLAN.spectra_variants
-            for suffix in (".parquet", ".zarr", "_alignment.parquet", "_qk_circuits.parquet")
+            for pattern in (
+                attnscope_paths.SPECTRA,
+                attnscope_paths.SINGULAR_VALUES,
+                attnscope_paths.ALIGNMENT,
+                attnscope_paths.QK_CIRCUITS,
+            )
         ],
-        expand("results/spectra/{model}/learned_vs_random.{ext}", model=PLAN.models, ext=("parquet", "md")),
+        [
+            pattern.format(model=model)
+            for model in PLAN.models
+            for pattern in (attnscope_paths.LEARNED_VS_RANDOM, attnscope_paths.LEARNED_VS_RANDOM_MD)
+        ],
