@@ -14,7 +14,6 @@ import pandas as pd
 from attnscope import io, paths
 from attnscope import variants as variant_names
 from attnscope.prompts import WORD_PATTERN
-from attnscope.store import open_store
 
 
 @dataclass
@@ -172,16 +171,6 @@ def load_evidence(model: str, entry: Mapping[str, Any]) -> Evidence:
     )
 
 
-def input_digests(paths: Iterable[str]) -> dict[str, str]:
-    """The config digest recorded in each input (a store's attributes, a Parquet's metadata, a
-    model manifest's spec digest)."""
-
-    def digest(path: str) -> str:
-        if path.endswith(".zarr"):
-            return open_store(path).attrs["config_digest"]
-        if path.endswith(".json"):
-            with open(path, encoding="utf-8") as f:
-                return json.load(f)["spec_digest"]
-        return io.read_parquet_metadata(path)["config_digest"]
-
-    return {path: digest(path) for path in paths}
+def input_digests(files: Iterable[str]) -> dict[str, str]:
+    """The config digest recorded in each input file (:func:`attnscope.io.recorded_digest`)."""
+    return {path: io.recorded_digest(path) for path in files}
