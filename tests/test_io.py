@@ -81,3 +81,19 @@ def test_job_digest_in_a_snakemake_job(upstream):
     assert digest == io.config_digest(*params, "n", "table0", "manifest0", "store0")
     assert digest != io.config_digest(*params, "n", "manifest0", "store0", "table0")  # inputs out of order
     assert digest != io.config_digest(*params, "table0", "manifest0", "store0")  # the extra value left out
+
+
+def test_markdown_and_html_tables_write_a_cell_alike():
+    """Empty for None and NaN, four significant digits for a float, text as it is: the Markdown
+    tables escape ``|`` and newlines, the HTML tables escape markup."""
+    from attnscope import report
+
+    table = pd.DataFrame(
+        {"a": pd.Series([None, 0.123456, 2.0], dtype=object), "b": [float("nan"), "x|y\nz", "<b>"]}
+    )
+    assert io.markdown_table(table).splitlines()[2:] == ["|  |  |", "| 0.1235 | x\\|y z |", "| 2 | <b> |"]
+    html = report.table_html(table, verdict_column=None)
+    assert (
+        "<td></td><td></td></tr><tr><td>0.1235</td><td>x|y\nz</td></tr><tr><td>2</td><td>&lt;b&gt;</td>"
+        in html
+    )

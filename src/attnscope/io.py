@@ -184,15 +184,19 @@ def setup_script_logging(log_path: str | os.PathLike | None) -> logging.Logger:
     return logger
 
 
-def markdown_table(df: pd.DataFrame, floatfmt: str = ".4g") -> str:
+def cell_text(value: Any) -> str:
+    """The text of a table cell in every table this package writes (Markdown, HTML): empty for
+    None and NaN, a float to four significant digits."""
+    if isinstance(value, float):
+        return "" if value != value else f"{value:.4g}"
+    return "" if value is None else str(value)
+
+
+def markdown_table(df: pd.DataFrame) -> str:
     """A GitHub-flavoured Markdown table of ``df`` (``|`` and newlines in cells escaped)."""
 
     def cell(value: Any) -> str:
-        if isinstance(value, float):
-            text = "" if value != value else format(value, floatfmt)
-        else:
-            text = "" if value is None else str(value)
-        return text.replace("|", "\\|").replace("\n", " ")
+        return cell_text(value).replace("|", "\\|").replace("\n", " ")
 
     header = "| " + " | ".join(cell(c) for c in df.columns) + " |"
     rule = "|" + "|".join("---" for _ in df.columns) + "|"
