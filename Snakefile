@@ -25,6 +25,7 @@ from pathlib import Path
 from snakemake.utils import min_version
 
 from attnscope import config as attnscope_config
+from attnscope import mapview as attnscope_mapview
 from attnscope import paths as attnscope_paths
 from attnscope import variants as attnscope_variants
 

@@ -7,24 +7,6 @@ FIGURE_KEYS = ("dpi", "grid_layers", "cosine_layers", "pass_columns", "color_max
 """The `figures:` keys the attention-map figures depend on (their params, hence rerun trigger)."""
 
 
-MAP_KINDS = {
-    "token_grid": "token-level maps, 2×2 layers",
-    "word_grid": "word-level maps, 2×2 layers",
-    "cosine": "embedding cosine beside attention",
-    "word_pass": "word-level maps, every layer",
-    "token_pass": "token-level maps, every layer",
-    "thesis_grid": "the thesis's word-level maps (its notebook's words, prompt only), its layers, per-panel scales",
-}
-
-
-def map_labels(wildcards):
-    """The report labels of a map figure (``wildcards`` has its target and kind, from the report's
-    file pattern): its target and kind, and whether it draws the clue."""
-    clue = config["attention"]["append_clue"] and wildcards.kind != "thesis_grid"
-    kind = MAP_KINDS[wildcards.kind] + (", prompt + generated clue" if clue else ", prompt only")
-    return {"target": wildcards.target, "figure": kind}
-
-
 def store_maps(wildcards):
     """The map figures of one store: target slug (its folder) → the target word and its kinds."""
     maps = {}
@@ -78,7 +60,10 @@ rule attention_figures:
             caption="../report/attention_maps.rst",
             category=lambda wc: "Full passes over all layers" if wc.kind.endswith("_pass") else "Attention maps",
             subcategory="{experiment} · {variant}",
-            labels=map_labels,
+            labels=lambda wc: {  # wc: the target and kind, from the file pattern
+                "target": wc.target,
+                "figure": attnscope_mapview.map_label(wc.kind, config["attention"]["append_clue"]),
+            },
         ),
     params:
         figures=figure_options,

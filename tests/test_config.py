@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from attnscope import config as cfg
+from attnscope.mapview import MAP_KINDS
 from tests.conftest import REPO, snakemake_command, workflow_config
 
 SCHEMA = REPO / "schemas" / "config.schema.yaml"
@@ -45,6 +46,16 @@ def test_default_config_is_valid_and_gets_defaults():
     assert len(plan.map_figures) == 10 + 4 + 2 * 4 - 2  # Ant's trained word_grid twice
     assert plan.map_figures[("animals-k3", "trained", "Ant", "cosine")] == "Ant"
     assert not plan.warnings
+
+
+def test_the_schema_offers_the_map_kinds_that_are_drawn():
+    """figures.maps kinds: the schema's enum and default are the kinds plots.attention_figure
+    draws and the report labels (attnscope.mapview.MAP_KINDS)."""
+    kinds = cfg.load_schema(SCHEMA)["properties"]["figures"]["properties"]["maps"]["items"]["properties"][
+        "kinds"
+    ]
+    assert sorted(kinds["items"]["enum"]) == sorted(MAP_KINDS)
+    assert set(kinds["default"]) <= set(MAP_KINDS)
 
 
 def test_replicate_variants_must_be_the_experiments_own():
