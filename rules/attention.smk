@@ -3,10 +3,6 @@
 # config section `attention:`.
 
 
-def attention_options(wildcards):
-    return {key: config["attention"][key] for key in ("append_clue", "keep_heads", "kernel", "share_prefix")}
-
-
 def attention_clues(wildcards):
     """The generated clues to append, when attention.append_clue is on."""
     if not config["attention"]["append_clue"]:
@@ -22,7 +18,9 @@ rule extract_attention:
     output:
         store=directory(attnscope_paths.ATTENTION_STORE),
     params:
-        attention=attention_options,
+        attention=lambda wc: attnscope_config.config_slice(
+            config, "attention", attnscope_config.ATTENTION_KEYS
+        ),
         load=load_options,
     log:
         "results/logs/extract_attention/{model}/{variant}/{experiment}.log",

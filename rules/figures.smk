@@ -3,8 +3,6 @@
 
 
 FIGURE_FORMATS = ("png", "svg")
-FIGURE_KEYS = ("dpi", "grid_layers", "cosine_layers", "pass_columns", "color_max")
-"""The `figures:` keys the attention-map figures depend on (their params, hence rerun trigger)."""
 
 
 def store_maps(wildcards):
@@ -14,10 +12,6 @@ def store_maps(wildcards):
         if (experiment, variant) == (wildcards.experiment, wildcards.variant):
             maps.setdefault(slug, {"target": target, "kinds": []})["kinds"].append(kind)
     return maps
-
-
-def figure_options(wildcards):
-    return {key: config["figures"][key] for key in FIGURE_KEYS}
 
 
 def figure_paths(stem):
@@ -66,7 +60,9 @@ rule attention_figures:
             },
         ),
     params:
-        figures=figure_options,
+        figures=lambda wc: attnscope_config.config_slice(
+            config, "figures", attnscope_config.FIGURE_KEYS
+        ),
         maps=store_maps,
         formats=FIGURE_FORMATS,
         experiment=lambda wc: {"category": experiment_plan(wc).category, "k": experiment_plan(wc).k},  # caption
@@ -161,7 +157,9 @@ rule theory_figures:
     output:
         **figure_set_outputs(attnscope_paths.THEORY_FIGURES, THEORY_FIGURES, "Theory"),
     params:
-        theory=lambda wc: {key: config["theory"][key] for key in ("seed", "slerp_dim", "slerp_pairs", "slerp_length")},
+        theory=lambda wc: attnscope_config.config_slice(
+            config, "theory", attnscope_config.THEORY_FIGURE_KEYS
+        ),
         mp_shapes=lambda wc: config["figures"]["mp_shapes"],
         dpi=lambda wc: config["figures"]["dpi"],
     log:

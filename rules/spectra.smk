@@ -1,15 +1,6 @@
 # Weight spectra of every attention and MLP matrix, the base alignment Tr(W_qᵀW_k) per head,
 # and the learned-vs-random comparison (docs/spectra.md); config section `spectra:`.
 
-# The `spectra:` keys that decide weight_spectra's outputs (its params, hence its rerun trigger);
-# variants and random_variant only decide which jobs exist.
-SPECTRA_KEYS = ("include_embeddings", "method", "device", "max_batch_mb", "randomize", "seed")
-
-
-def spectra_options(wildcards):
-    return {key: config["spectra"][key] for key in SPECTRA_KEYS}
-
-
 rule weight_spectra:
     input:
         manifest=attnscope_paths.MANIFEST,
@@ -19,7 +10,9 @@ rule weight_spectra:
         alignment=attnscope_paths.ALIGNMENT,
         qk_circuits=attnscope_paths.QK_CIRCUITS,
     params:
-        spectra=spectra_options,
+        spectra=lambda wc: attnscope_config.config_slice(
+            config, "spectra", attnscope_config.SPECTRA_KEYS
+        ),
         model=lambda wc: attnscope_config.model_build_spec(model_spec(wc)),
     log:
         "results/logs/weight_spectra/{model}/{variant}.log",

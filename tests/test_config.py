@@ -58,6 +58,23 @@ def test_the_schema_offers_the_map_kinds_that_are_drawn():
     assert set(kinds["default"]) <= set(MAP_KINDS)
 
 
+@pytest.mark.parametrize(
+    ("section", "keys"),
+    [
+        ("attention", cfg.ATTENTION_KEYS),
+        ("spectra", cfg.SPECTRA_KEYS),
+        ("figures", cfg.FIGURE_KEYS),
+        ("theory", cfg.THEORY_FIGURE_KEYS),
+    ],
+)
+def test_config_slices_are_keys_of_their_section(section, keys):
+    """A slice names keys the schema has (a misspelt key would fail at every job, not here)."""
+    assert set(keys) <= set(cfg.load_schema(SCHEMA)["properties"][section]["properties"])
+    config = default_config()
+    cfg.validate(config, SCHEMA)
+    assert list(cfg.config_slice(config, section, keys)) == list(keys)
+
+
 def test_replicate_variants_must_be_the_experiments_own():
     config = default_config()
     config["experiments"]["animals-k3"]["replicate_variants"] = ["trained", "qkscale-a3"]

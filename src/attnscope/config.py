@@ -487,6 +487,28 @@ def check_results_dir(path: str | Path = "results", writable: bool = False) -> N
         )
 
 
+# The config slices the rules pass through `params:`: a job reruns when its slice changes and only
+# then (a key outside every slice of a rule decides no output of it).
+
+ATTENTION_KEYS = ("append_clue", "keep_heads", "kernel", "share_prefix")
+"""The ``attention:`` keys an attention store depends on (``epsilon`` decides only the metrics)."""
+
+SPECTRA_KEYS = ("include_embeddings", "method", "device", "max_batch_mb", "randomize", "seed")
+"""The ``spectra:`` keys that decide weight_spectra's outputs (``variants`` and ``random_variant``
+decide only which jobs exist)."""
+
+FIGURE_KEYS = ("dpi", "grid_layers", "cosine_layers", "pass_columns", "color_max")
+"""The ``figures:`` keys the attention-map figures depend on."""
+
+THEORY_FIGURE_KEYS = ("seed", "slerp_dim", "slerp_pairs", "slerp_length")
+"""The ``theory:`` keys the theory figures depend on (the SLERP–KL simulation)."""
+
+
+def config_slice(config: dict[str, Any], section: str, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The ``keys`` of the config's ``section``."""
+    return {key: config[section][key] for key in keys}
+
+
 LOAD_OPTIONS = ("device", "dtype", "quantization", "chat_template")
 
 
