@@ -50,47 +50,12 @@ MODEL_THREADS = 4
 (never workflow.cores: a cluster run has no total core count)."""
 
 
-def model_size(wildcards, input=None):
-    manifest = input.get("manifest") if input is not None else None
-    return attnscope_resources.model_size(model_spec(wildcards), manifest)
-
-
-def _model_job(stage, wildcards, input):
-    spec = model_spec(wildcards)
-    if stage == "prepare_model":  # sized from the spec: the manifest is its output
-        return attnscope_resources.prepare_resources(spec, model_size(wildcards))
-    size = model_size(wildcards, input)
-    if stage == "generate_clues":
-        experiment = experiment_plan(wildcards)
-        return attnscope_resources.generation_resources(
-            spec,
-            size,
-            wildcards.variant,
-            n_prompts=len(experiment.targets),
-            tokens=attnscope_resources.prompt_tokens(input.get("prompts"), experiment.k),
-            max_new_tokens=config["generation"]["max_new_tokens"],
-            batch_size=config["generation"]["batch_size"],
-        )
-    if stage == "extract_attention":
-        experiment = experiment_plan(wildcards)
-        return attnscope_resources.attention_resources(
-            spec,
-            size,
-            wildcards.variant,
-            n_prompts=len(experiment.targets),
-            tokens=attnscope_resources.prompt_tokens(input.get("prompts"), experiment.k),
-        )
-    if stage == "weight_spectra":
-        return attnscope_resources.spectra_resources(size, config["spectra"]["device"])
-    raise ValueError(f"no resource estimate for stage {stage!r}")
-
-
 def model_resources(stage):
     """mem_mb, runtime and gpu of a model job, for `resources: **model_resources("<rule>")`."""
 
     def request(key):
         return lambda wildcards, input, attempt: getattr(
-            _model_job(stage, wildcards, input).for_attempt(attempt), key
+            attnscope_resources.model_job(stage, config, PLAN, wildcards, input).for_attempt(attempt), key
         )
 
     return {key: request(key) for key in ("mem_mb", "runtime", "gpu")}
