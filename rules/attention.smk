@@ -3,17 +3,10 @@
 # config section `attention:`.
 
 
-def attention_clues(wildcards):
-    """The generated clues to append, when attention.append_clue is on."""
-    if not config["attention"]["append_clue"]:
-        return []
-    return attnscope_paths.CLUES.format(**wildcards)
-
-
 rule extract_attention:
     input:
         prompts=attnscope_paths.PROMPTS,
-        clues=attention_clues,
+        clues=attnscope_paths.CLUES if config["attention"]["append_clue"] else [],  # the clues to append
         manifest=attnscope_paths.MANIFEST,
     output:
         store=directory(attnscope_paths.ATTENTION_STORE),

@@ -2,48 +2,6 @@
 # PNG and SVG under results/figures/ and marked for the HTML report with a caption (report/).
 
 
-FIGURE_FORMATS = ("png", "svg")
-
-
-def store_maps(wildcards):
-    """The map figures of one store: target slug (its folder) → the target word and its kinds."""
-    maps = {}
-    for (experiment, variant, slug, kind), target in PLAN.map_figures.items():
-        if (experiment, variant) == (wildcards.experiment, wildcards.variant):
-            maps.setdefault(slug, {"target": target, "kinds": []})["kinds"].append(kind)
-    return maps
-
-
-def figure_paths(stem):
-    return [f"{stem}.{ext}" for ext in FIGURE_FORMATS]
-
-
-def figure_outputs(stem, caption, category, subcategory=None, labels=None, prefix=""):
-    """{png, svg} outputs of one figure (named ``{prefix}png``, ``{prefix}svg``); the PNG goes into
-    the report with its caption."""
-    return {
-        f"{prefix}png": report(
-            f"{stem}.png",
-            caption=f"../report/{caption}.rst",
-            category=category,
-            subcategory=subcategory,
-            labels=labels,
-        ),
-        f"{prefix}svg": f"{stem}.svg",
-    }
-
-
-def figure_set_outputs(folder, figures, category):
-    """The outputs of several figures one job draws: ``figures`` maps a file stem (also its
-    caption's name in report/) to its thesis-figure label; outputs ``{stem}_png``, ``{stem}_svg``."""
-    outputs = {}
-    for stem, label in figures.items():
-        outputs.update(
-            figure_outputs(f"{folder}/{stem}", stem, category, labels={"figure": label}, prefix=f"{stem}_")
-        )
-    return outputs
-
-
 rule attention_figures:
     input:
         store=attnscope_paths.ATTENTION_STORE,
@@ -63,7 +21,7 @@ rule attention_figures:
         figures=lambda wc: attnscope_config.config_slice(
             config, "figures", attnscope_config.FIGURE_KEYS
         ),
-        maps=store_maps,
+        maps=lambda wc: PLAN.store_maps(wc.experiment, wc.variant),
         formats=FIGURE_FORMATS,
         experiment=lambda wc: {"category": experiment_plan(wc).category, "k": experiment_plan(wc).k},  # caption
         append_clue=lambda wc: config["attention"]["append_clue"],  # caption
@@ -77,31 +35,21 @@ rule attention_figures:
         "../scripts/figures_attention.py"
 
 
-def replicate_metrics(wildcards):
-    """The metrics tables of every variant of every shot-seed replicate of an experiment."""
-    return [
-        attnscope_paths.METRICS.format(model=wildcards.model, variant=variant, experiment=name)
-        for name in PLAN.replicates(wildcards.experiment)
-        for variant in PLAN.experiments[name].variants
-    ]
-
-
 rule metric_curves:
     """One experiment's per-layer metric curves with the 95 % interval of the mean across its
     prompts and shot-seed replicates (targets resampled), one line per variant."""
     input:
-        metrics=replicate_metrics,
+        metrics=lambda wc: [
+            attnscope_paths.METRICS.format(model=wc.model, variant=variant, experiment=name)
+            for variant, name in PLAN.replicate_runs(wc.experiment)
+        ],
     output:
         **figure_outputs(
             attnscope_paths.METRIC_CURVES, "metric_curves", "Metric curves by layer",
             labels={"experiment": "{experiment}"},
         ),
     params:
-        tables=lambda wc: [
-            [variant, name]
-            for name in PLAN.replicates(wc.experiment)
-            for variant in PLAN.experiments[name].variants
-        ],
+        tables=lambda wc: PLAN.replicate_runs(wc.experiment),
         metrics=lambda wc: config["figures"]["curve_metrics"],
         dpi=lambda wc: config["figures"]["dpi"],
         experiment=lambda wc: {"category": experiment_plan(wc).category, "k": experiment_plan(wc).k},
@@ -201,26 +149,6 @@ rule clue_comparison:
         "../scripts/clue_comparison.py"
 
 
-def figure_targets():
-    """Every figure, clue table and comparison of the selected models (PNG and SVG; the map
-    figures of a store as its folder, see rule attention_figures)."""
-    files = []
-    for model in PLAN.models:
-        stores = dict.fromkeys((experiment, variant) for experiment, variant, _, _ in PLAN.map_figures)
-        files += [attnscope_paths.MAP_FIGURES.format(model=model, variant=v, experiment=e) for e, v in stores]
-        for experiment in PLAN.experiments:
-            if experiment in PLAN.replicate_groups():  # one curve figure pools the replicates
-                files += figure_paths(attnscope_paths.METRIC_CURVES.format(model=model, experiment=experiment))
-            files += [
-                attnscope_paths.VARIANT_CLUES_CSV.format(model=model, experiment=experiment),
-                attnscope_paths.VARIANT_CLUES_HTML.format(model=model, experiment=experiment),
-            ]
-        for name in SPECTRA_FIGURES:
-            files += figure_paths(f"{attnscope_paths.MODEL_FIGURES.format(model=model)}/{name}")
-    files += [p for name in THEORY_FIGURES for p in figure_paths(f"{attnscope_paths.THEORY_FIGURES}/{name}")]
-    return files
-
-
 rule figures:
     input:
-        figure_targets(),
+        figure_targets(SPECTRA_FIGURES, THEORY_FIGURES),

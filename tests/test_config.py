@@ -75,6 +75,40 @@ def test_config_slices_are_keys_of_their_section(section, keys):
     assert list(cfg.config_slice(config, section, keys)) == list(keys)
 
 
+def test_plan_answers_what_the_rules_ask():
+    """The figures of one store, the runs one metric-curve figure pools and what the claims are
+    measured on, for the default config (figures.maps: Ant's grids under four variants of
+    animals-k3, and its passes of the trained model)."""
+    plan = checked(default_config())
+    assert plan.store_maps("animals-k3", "random-s0") == {
+        "Ant": {"target": "Ant", "kinds": ["word_grid", "token_grid"]}
+    }
+    assert plan.store_maps("animals-k3", "trained")["Ant"]["kinds"] == [
+        "word_grid",
+        "token_grid",
+        "cosine",
+        "word_pass",
+        "token_pass",
+    ]
+    assert plan.store_maps("animals-k3", "random-s1") == {}
+    runs = plan.replicate_runs("animals-k3")
+    assert runs[0] == ["trained", "animals-k3"] and runs[-2:] == [
+        ["trained", "animals-k3-seed1"],
+        ["trained", "animals-k3-seed2"],
+    ]
+    assert len(runs) == len(plan.experiments["animals-k3"].variants) + 2
+    spec = plan.claims_spec()
+    assert spec["experiments"] == ["animals-k3"] and spec["thesis_models"] == []
+    assert spec["runs"]["animals-k3-seed1"] == {
+        "variants": ["trained"],
+        "seed": 1,
+        "replicate_group": "animals-k3",
+    }
+    config = default_config()
+    config["model"] = ["smollm2", "mistral7b"]
+    assert checked(config).claims_spec()["thesis_models"] == ["mistral7b"]
+
+
 def test_replicate_variants_must_be_the_experiments_own():
     config = default_config()
     config["experiments"]["animals-k3"]["replicate_variants"] = ["trained", "qkscale-a3"]

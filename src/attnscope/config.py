@@ -70,6 +70,7 @@ class Plan:
     claims_experiments: list[str] = field(default_factory=list)
     # (experiment, variant, target slug, kind) → target word of every figure in `figures.maps`
     map_figures: dict[tuple[str, str, str, str], str] = field(default_factory=dict)
+    thesis_models: list[str] = field(default_factory=list)  # the selected models with thesis_model: true
     warnings: list[str] = field(default_factory=list)  # likely typos in target words, skipped figures
 
     def replicates(self, group: str) -> list[str]:
@@ -79,6 +80,36 @@ class Plan:
     def replicate_groups(self) -> list[str]:
         """The config's experiment names (each the first of its replicates)."""
         return list(dict.fromkeys(e.replicate_group for e in self.experiments.values()))
+
+    def replicate_runs(self, group: str) -> list[list[str]]:
+        """[variant, experiment] of every variant of every shot-seed replicate of a config experiment."""
+        return [
+            [variant, name] for name in self.replicates(group) for variant in self.experiments[name].variants
+        ]
+
+    def store_maps(self, experiment: str, variant: str) -> dict[str, dict[str, Any]]:
+        """The map figures of one attention store: target slug (its folder) → the target word and
+        its kinds."""
+        maps: dict[str, dict[str, Any]] = {}
+        for (name, of_variant, slug, kind), target in self.map_figures.items():
+            if (name, of_variant) == (experiment, variant):
+                maps.setdefault(slug, {"target": target, "kinds": []})["kinds"].append(kind)
+        return maps
+
+    def claims_spec(self) -> dict[str, Any]:
+        """What the claims are measured on (the arguments of :func:`attnscope.evidence.evidence_layout`):
+        the models, the reference experiments (``claims.experiment``), every experiment's variants,
+        seed and replicate group, the spectra's variants and the thesis's own models."""
+        return {
+            "models": self.models,
+            "experiments": self.claims_experiments,
+            "runs": {
+                name: {"variants": e.variants, "seed": e.seed, "replicate_group": e.replicate_group}
+                for name, e in self.experiments.items()
+            },
+            "spectra_variants": self.spectra_variants,
+            "thesis_models": self.thesis_models,
+        }
 
 
 def dotted(path: Any) -> str:
@@ -244,6 +275,7 @@ def plan(config: dict[str, Any]) -> Plan:
     result = Plan(models=selected_models(config))
     for name in result.models:
         check_model_spec(name, config["models"][name])
+    result.thesis_models = [name for name in result.models if config["models"][name]["thesis_model"]]
     try:
         clues, report = data.import_clues(config["data"]["clue_files"])
     except data.ClueImportError as exc:
