@@ -10,13 +10,14 @@ on few-shot crossword-clue generation (the thesis's chapter 8 as a cached DAG).
 
 The config is validated (schemas/config.schema.yaml, then cross-checks) before any job.
 
-`snakemake --lint` findings left on purpose:
-- "Specify a conda environment for each rule": every rule runs in one environment, the
-  installed attnscope package (envs/attnscope-cpu.yaml or -cuda.yaml, README "Environments");
-  per-rule environments would each reinstall the library and torch for no isolation gain.
-- "Mixed rules and functions": a stage's input/param functions sit next to the rules that
-  use them (rules/attention.smk, spectra, figures, report), so a stage reads in one file;
-  functions shared by several stages are in rules/common.smk.
+`snakemake --lint` finding left on purpose (tests/test_lint.py checks it is the only one):
+- "Specify a conda environment or container for each rule": every rule runs in one
+  environment, the installed attnscope package (envs/attnscope-cpu.yaml or -cuda.yaml, README
+  "Environments"); per-rule environments would each reinstall the library and torch for no
+  isolation gain.
+Rule files hold rules only: what a rule decides from the config is in the library
+(attnscope.config's plan and slices, attnscope.paths, attnscope.resources), the Snakemake
+helpers that several rule files share (figure outputs, resource requests) in rules/common.smk.
 """
 
 import sys
@@ -25,6 +26,8 @@ from pathlib import Path
 from snakemake.utils import min_version
 
 from attnscope import config as attnscope_config
+from attnscope import mapview as attnscope_mapview
+from attnscope import paths as attnscope_paths
 from attnscope import variants as attnscope_variants
 
 min_version("9.0")
