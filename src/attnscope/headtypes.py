@@ -22,18 +22,22 @@ The probe's scores are their means over the probes. On the probe (BOS at 0, the 
 a[i, i − L + 1] over the second copy's queries, the diagonal scores of the tutorials. A head's
 ``head_type`` is its highest score if that reaches the threshold, else ``none``. Keys a
 sliding-window layer hides cannot be attended: such a layer scores what it can see.
+
+Torch is imported only by the functions that run a model, so the figures and the scores of
+stored maps import this module in a figure job's time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from attnscope import attention, variants
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 SCORES = ("previous_token", "duplicate_token", "induction")
 """The head-type scores, the columns of the table and the panels of its figure."""
@@ -104,6 +108,10 @@ def pattern_score(maps: np.ndarray, pattern: np.ndarray) -> np.ndarray:
 def probe_scores(model: PreTrainedModel, probes: np.ndarray) -> np.ndarray:
     """Every probe's scores [probe, score, layer, head], each layer's per-head maps captured in one
     forward pass per probe (:func:`attnscope.attention.capture`, the eager kernel's probabilities)."""
+    import torch
+
+    from attnscope import attention, variants
+
     num_layers = model.config.num_hidden_layers
     num_heads = variants.attention_shape(model.config)[0]
     out = np.empty((len(probes), len(SCORES), num_layers, num_heads))
@@ -146,6 +154,8 @@ def measure_head_types(
     threshold: float,
 ) -> pd.DataFrame:
     """The head-types table of ``model`` on its probe (:func:`probe_ids` with the tokenizer's BOS)."""
+    from attnscope import variants
+
     vocabulary = probe_vocabulary(tokenizer, model.get_input_embeddings().num_embeddings)
     probes = probe_ids(vocabulary, length, count, seed, tokenizer.bos_token_id)
     num_heads, num_kv_heads, _ = variants.attention_shape(model.config)
