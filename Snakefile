@@ -3,7 +3,7 @@ on few-shot crossword-clue generation (the thesis's chapter 8 as a cached DAG).
 
     snakemake --cores 2                 # the default run (config.yaml)
     snakemake --cores 2 clues           # a named target: data, prompts, clues, attention,
-                                        #   spectra, theory_checks, figures, claims, report
+                                        #   spectra, heads, theory_checks, figures, claims, report
     snakemake --cores 2 --report results/report.html --report-after-run
                                         # the run, then Snakemake's HTML report of it
     snakemake -n                        # what would run
@@ -57,6 +57,7 @@ include: "rules/attention.smk"
 include: "rules/spectra.smk"
 include: "rules/theory.smk"
 include: "rules/figures.smk"
+include: "rules/heads.smk"
 include: "rules/report.smk"
 include: "rules/explore.smk"
 
@@ -68,5 +69,6 @@ rule all:
         rules.clues.input,
         rules.attention.input,
         rules.spectra.input,
+        rules.heads.input,
         rules.theory_checks.output,
         rules.report.input,

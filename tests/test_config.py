@@ -172,6 +172,7 @@ def mutated(path: list, value) -> dict:
         (["generation", "max_new_tokens"], -1, r"generation\.max_new_tokens: -1 is less than"),
         (["models", "smollm2", "dtype"], "fp8", r"models\.smollm2\.dtype: 'fp8' is not one of"),
         (["data", "clue_files"], KeyError, r"data: 'clue_files' is a required property"),
+        (["heads", "probe_length"], 1, r"heads\.probe_length: 1 is less than the minimum of 2"),
     ],
 )
 def test_schema_errors_name_the_key(path, value, message):

@@ -43,6 +43,7 @@ def test_each_model_rule_is_sized_by_its_own_estimate(tmp_path):
     cfg.validate(config, REPO / "schemas" / "config.schema.yaml")
     plan = cfg.plan(config)
     config["spectra"]["device"] = "cuda"  # a GPU for the spectra: no two rules ask alike
+    config["heads"] |= {"probe_count": 90, "probe_length": 500}  # nor the head-type probe and the capture
     wildcards = {"model": "smollm2", "variant": "qkscale-a2", "experiment": "animals-k3"}
     inputs = {"manifest": str(tmp_path / "none.json"), "prompts": str(tmp_path / "none.parquet")}
     spec = config["models"]["smollm2"]
@@ -54,6 +55,9 @@ def test_each_model_rule_is_sized_by_its_own_estimate(tmp_path):
             spec, size, "qkscale-a2", n_prompts=30, tokens=210
         ),
         "weight_spectra": resources.spectra_resources(size, "cuda"),
+        "head_types": resources.attention_resources(  # 90 probes of BOS + 2 × 500 tokens
+            spec, size, "qkscale-a2", n_prompts=90, tokens=1001
+        ),
     }
     jobs = {rule: resources.model_job(rule, config, plan, wildcards, inputs) for rule in expected}
     assert jobs == expected

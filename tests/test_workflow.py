@@ -81,6 +81,7 @@ def test_changing_one_k_reruns_only_that_experiment(tiny_run, tmp_path):
         ("clue_table", "model=tiny-mistral, variant=trained, experiment=food-k3"),
         ("extract_attention", "model=tiny-mistral, variant=trained, experiment=food-k3"),
         ("generate_clues", "model=tiny-mistral, variant=trained, experiment=food-k3"),
+        ("rollout", "model=tiny-mistral, variant=trained, experiment=food-k3"),
     ]
     combined = [
         ("claims", ""),
@@ -99,14 +100,17 @@ def test_changing_one_k_reruns_only_that_experiment(tiny_run, tmp_path):
         "clue_table",
         "extract_attention",
         "attention_metrics",
+        "rollout",
     } | summaries
     # Attention options rerun only the attention jobs; ε only the metrics (and what summarises them).
     config = tiny_config()
     config["attention"] = {"keep_heads": "all"}
     (tiny_run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    assert {rule for rule, _ in planned_jobs(tiny_run)} == {"extract_attention", "attention_metrics"} | (
-        summaries - {"clue_comparison"}
-    )
+    assert {rule for rule, _ in planned_jobs(tiny_run)} == {
+        "extract_attention",
+        "attention_metrics",
+        "rollout",
+    } | (summaries - {"clue_comparison"})
     config["attention"] = {"epsilon": 0.2}
     (tiny_run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     assert {rule for rule, _ in planned_jobs(tiny_run)} == {"attention_metrics"} | (

@@ -43,6 +43,9 @@ QK_CIRCUITS = "results/spectra/{model}/{variant}_qk_circuits.parquet"
 LEARNED_VS_RANDOM = "results/spectra/{model}/learned_vs_random.parquet"
 LEARNED_VS_RANDOM_MD = "results/spectra/{model}/learned_vs_random.md"
 
+HEAD_TYPES = "results/heads/{model}/{variant}.types.parquet"
+ROLLOUT = f"results/rollout/{RUN}.parquet"
+
 THEORY_CHECKS = "results/theory/checks.parquet"
 THEORY_CHECKS_MD = "results/theory/checks.md"
 
@@ -53,6 +56,8 @@ METRIC_CURVES = "results/figures/{model}/{experiment}_metric_curves"
 MODEL_FIGURES = "results/figures/{model}"
 """The folder of a model's spectra figures (``{stem}.png``, ``{stem}.svg``)."""
 THEORY_FIGURES = "results/figures/theory"
+HEAD_TYPE_FIGURE = "results/figures/{model}/{variant}_head_types"
+ROLLOUT_FIGURE = f"results/figures/{RUN}_rollout"
 
 CLAIMS = "results/claims.parquet"
 CLAIMS_SENSITIVITY = "results/claims_sensitivity.parquet"

@@ -238,6 +238,15 @@ def model_job(
     size = model_size(spec, inputs.get("manifest"))
     if rule == "weight_spectra":
         return spectra_resources(size, config["spectra"]["device"])
+    if rule == "head_types":  # probe_count prompts of BOS + two copies of probe_length tokens
+        heads = config["heads"]
+        return attention_resources(
+            spec,
+            size,
+            wildcards["variant"],
+            n_prompts=heads["probe_count"],
+            tokens=2 * heads["probe_length"] + 1,
+        )
     experiment = plan.experiments[wildcards["experiment"]]
     n_prompts, tokens = len(experiment.targets), prompt_tokens(inputs.get("prompts"), experiment.k)
     if rule == "generate_clues":

@@ -6,7 +6,8 @@ Agg canvas), so figures are cheap to build in a loop and safe in worker processe
 :func:`save_figure` writes one as PNG and SVG. Which thesis figure each function
 reproduces is in its docstring and in ``docs/figures.md``. The modules: :mod:`.common`
 (style, colours, writing), :mod:`.maps` (attention maps), :mod:`.curves` (metric curves),
-:mod:`.spectra` (weight spectra), :mod:`.theory` (the theory figures).
+:mod:`.spectra` (weight spectra), :mod:`.theory` (the theory figures), :mod:`.heads` (head types,
+attention rollout).
 
 Conventions shared by all figures:
 
@@ -21,6 +22,7 @@ Conventions shared by all figures:
 
 from attnscope.plots.common import STYLE, resolve_layers, save_figure, variant_color
 from attnscope.plots.curves import METRIC_LABELS, plot_metric_curves
+from attnscope.plots.heads import plot_head_types, plot_rollout
 from attnscope.plots.maps import (
     attention_figure,
     causal_masked,
@@ -39,8 +41,10 @@ __all__ = [
     "plot_attention_maps",
     "plot_base_alignment",
     "plot_cosine_and_attention",
+    "plot_head_types",
     "plot_metric_curves",
     "plot_mp_density",
+    "plot_rollout",
     "plot_slerp_kl",
     "plot_squared_singular_values",
     "resolve_layers",
