@@ -220,9 +220,15 @@ def layer_range(variant: variants.Variant) -> range:
 
 
 def applied(
-    model: PreTrainedModel, variant: str | variants.Variant, annotation: prompts.Annotation, n_prompt: int
-) -> Knockout:
-    """The knockout ``variant`` of one prompt (its annotation, prompt length ``n_prompt``) on ``model``."""
+    model: PreTrainedModel,
+    variant: str | variants.Variant | None,
+    annotation: prompts.Annotation,
+    n_prompt: int,
+) -> Knockout | nullcontext:
+    """The knockout ``variant`` of one prompt (its annotation, prompt length ``n_prompt``) on ``model``
+    (``None``: a context that changes nothing)."""
+    if variant is None:
+        return nullcontext()
     variant = variants.parse(variant) if isinstance(variant, str) else variant
     return Knockout(model, blocked_edges(annotation, n_prompt, variant), layer_range(variant))
 
