@@ -3,6 +3,7 @@ under a KV cache, on the Llama and Gemma 3 families."""
 
 from __future__ import annotations
 
+import re
 from contextlib import nullcontext
 
 import numpy as np
@@ -62,6 +63,9 @@ def test_knockout_names_parse():
     assert (control.edges, control.control, control.seed, control.layers) == ("across-shots", True, 3, (2, 2))
     assert named.knocks_out and not named.edits_weights
     assert not variants.parse("qkscale-a2").knocks_out
+    pattern = re.compile(variants.WILDCARD_REGEX)  # the Snakefile's wildcard constraint
+    assert pattern.fullmatch(named.name) and pattern.fullmatch(control.name)
+    assert not pattern.fullmatch("knockout-control-across-shots-L2-2")
 
 
 @pytest.mark.parametrize(
