@@ -318,6 +318,11 @@ def test_a_batch_is_refused(tiny_llama):
             model(input_ids=forward_batch)
 
 
+def test_a_query_cannot_block_itself():
+    with pytest.raises(ValueError, match="a query must keep its own key"):
+        knockout.BlockedEdges(np.eye(3, dtype=bool), np.zeros(3, dtype=bool))
+
+
 def test_layers_outside_the_model_are_refused(tiny_llama):
     model, _ = tiny_llama
     with pytest.raises(ValueError, match=r"knockout layers \[2\]: the model has layers 0-1"):

@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -58,16 +59,27 @@ class BlockedEdges:
     """The edges a knockout blocks in one sequence whose first ``n`` tokens are the prompt:
     ``prompt`` [query, key] (n × n, bool) among the prompt's tokens, and ``continuation`` [key]
     (n, bool): the prompt keys blocked for every query after the prompt. Keys after the prompt
-    are never blocked."""
+    are never blocked, nor a query's own key (so no row is fully blocked)."""
 
     prompt: np.ndarray
     continuation: np.ndarray
 
+    def __post_init__(self) -> None:
+        n = len(self.continuation)
+        if self.prompt.shape != (n, n):
+            raise ValueError(f"blocked edges: prompt {self.prompt.shape} for a continuation of {n} keys")
+        if np.diagonal(self.prompt).any():
+            raise ValueError("blocked edges: a query must keep its own key (its row would be empty)")
+
+    @cached_property
+    def _table(self) -> torch.Tensor:
+        """The prompt's rows, then the continuation row [n + 1, n]."""
+        return torch.from_numpy(np.vstack([self.prompt, self.continuation[None]]))
+
     def between(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         """[query, key] bool: whether each (query, key) pair of absolute positions is blocked."""
         n = len(self.continuation)
-        table = torch.from_numpy(np.vstack([self.prompt, self.continuation[None]])).to(queries.device)
-        rows = table[queries.clamp(max=n)]
+        rows = self._table.to(queries.device)[queries.clamp(max=n)]
         blocked = torch.zeros(len(queries), len(keys), dtype=torch.bool, device=queries.device)
         inside = keys < n
         blocked[:, inside] = rows[:, keys[inside]]
