@@ -206,10 +206,8 @@ def test_blocked_edges_are_zero_and_the_rest_renormalised(family, kernel):
 def test_blocking_every_key_but_the_query_gives_one_hot_maps(family, kernel):
     model, _, annotation, n_prompt = family
     ids = annotation.input_ids
-    everything = knockout.BlockedEdges(np.tri(n_prompt, k=-1, dtype=bool), np.ones(n_prompt, dtype=bool))
-    maps = captured(
-        model, ids, kernel, knockout.Knockout(model, everything, range(model.config.num_hidden_layers))
-    )
+    layers = range(model.config.num_hidden_layers)
+    maps = captured(model, ids, kernel, knockout.Knockout(model, everything_but_self(n_prompt), layers))
     one_hot = torch.eye(len(ids))[:n_prompt]
     for layer_map in maps:  # the prompt's queries keep only themselves, the clue's only the clue
         assert torch.equal(layer_map[:, :n_prompt], one_hot.expand(layer_map.shape[0], -1, -1))
