@@ -236,6 +236,25 @@ def test_blocking_edges_no_head_uses_leaves_the_output_unchanged(family, kernel)
         )
 
 
+@pytest.mark.parametrize("kernel", attention.KERNELS)
+def test_blocking_keys_outside_a_sliding_window_leaves_the_output_unchanged(tiny_gemma, sample_clues, kernel):
+    """Gemma 3's layer 0 sees only its last W keys: blocking the keys before them there changes nothing,
+    while blocking the same edges in the global layer 1, which uses them, does."""
+    model, tokenizer = tiny_gemma
+    ids = prompts.build_prompts(sample_clues, "animals-k3", SPEC, ["Ant"], tokenizer)["input_ids"][0]
+    window, n = model.config.sliding_window, len(ids)
+    assert variants.sliding_windows(model.config) == {0: window} and n > window
+    outside = knockout.BlockedEdges(np.tri(n, k=-window, dtype=bool), np.zeros(n, dtype=bool))
+    with attention.capture(model, lambda *_: None, kernel):
+        trained = forward(model, ids)
+        torch.testing.assert_close(
+            forward(model, ids, knockout.Knockout(model, outside, [0])), trained, rtol=0, atol=0
+        )
+        assert not torch.allclose(
+            forward(model, ids, knockout.Knockout(model, outside, [1])), trained, atol=1e-4
+        )
+
+
 @pytest.mark.parametrize("edges", ["named", "everything"])
 def test_a_knockout_holds_token_by_token_under_a_kv_cache(family, edges):
     """Decoding the clue one token at a time behind a cache (a sliding-window layer's cache keeps only
