@@ -28,7 +28,10 @@ mask: the eager kernel, SDPA and the ``sdpa`` capture route's recomputed probabi
 (:mod:`attnscope.attention`), so the stored maps hold the blocked edges at exactly zero, whichever
 context is entered first. Key positions come from the KV cache's own ``get_mask_sizes`` (a
 sliding-window layer keeps only its last keys), query positions from ``position_ids``, so a
-knockout holds under a cache, token by token. One sequence at a time (batch of one, no padding).
+knockout holds under a cache, token by token. One sequence at a time (batch of one, no padding):
+``with applied(model, variant, annotation, n_prompt): generation.generate(model, tokenizer,
+[prompt_ids], ...)`` gives that prompt's greedy clue under the knockout (tested), and
+:func:`attnscope.attention.extract` takes ``knockout_variant``.
 """
 
 from __future__ import annotations
