@@ -209,6 +209,13 @@ def test_unknown_variant_syntax(tmp_path):
     assert_says(out, "experiments.a.variants[0]: unknown variant 'qk-scale2'", "expected one of: trained")
 
 
+def test_a_knockout_is_not_a_model_variant(tmp_path):
+    out = refused_at_parse(tmp_path, one_experiment(variants=["trained", "knockout-across-shots-L0-1"]))
+    assert_says(
+        out, "experiments.a.variants[1]: 'knockout-across-shots-L0-1' is a knockout", "edits no weights"
+    )
+
+
 def test_unknown_model_key(tmp_path):
     out = refused_at_parse(tmp_path, tiny_config("gpt5"))
     assert_says(out, "model: unknown model key 'gpt5'", "use one of the keys of models: smollm2")

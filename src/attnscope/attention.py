@@ -88,7 +88,7 @@ from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_f
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from zarr.codecs import BloscCodec
 
-from attnscope import choices, generation, metrics, prompts, variants, zarrwrite
+from attnscope import choices, generation, knockout, metrics, prompts, variants, zarrwrite
 from attnscope.store import (  # noqa: F401 (open_attention, STORE_VERSION: public API)
     DIMENSIONS,
     STORE_VERSION,
@@ -578,6 +578,7 @@ def extract(
     progress: bool = True,
     kernel: str = "eager",
     share_prefix: bool = True,
+    knockout_variant: str | None = None,
 ) -> dict[str, int]:
     """Capture every prompt's attention maps into the Zarr store at ``path``.
 
@@ -586,7 +587,7 @@ def extract(
     or ``choices`` arrays: the benchmark's capture + write figure). ``kernel``: the capture
     route (:func:`capture`). ``share_prefix``: run the prompts' common token prefix once
     (:func:`shared_prefix`) and each prompt from its end, behind a copy of its KV cache (the
-    stored maps are the same; tested).
+    stored maps are the same; tested). ``knockout_variant``: each prompt runs inside it (no shared prefix).
     Returns the counts of prompts computed and resumed.
     """
     config = model.config
@@ -612,7 +613,7 @@ def extract(
     device = next(model.parameters()).device
     workers = torch.get_num_threads()  # the rule's threads: idle in the forward while a hook runs
     with _blas().limit(limits=1, user_api="blas"):  # numpy's BLAS in the metrics, one map at a time
-        shared = shared_prefix(model, todo, kernel) if share_prefix else None
+        shared = shared_prefix(model, todo, kernel) if share_prefix and knockout_variant is None else None
         start = len(shared.prefix.ids) if shared else 0
         if share_prefix:
             log.info("shared prefix: %s", f"{start} tokens, run once" if shared else "none")
@@ -625,7 +626,8 @@ def extract(
             if shared:
                 sink = shared.sink(group.add_layer)
                 cache = generation.batch_cache(shared.prefix, 1)
-            with torch.inference_mode(), capture(model, sink, kernel):
+            blocker = knockout.applied(model, knockout_variant, prompt.annotation, prompt.n_prompt_tokens)
+            with torch.inference_mode(), capture(model, sink, kernel), blocker:
                 model.model(
                     input_ids=torch.tensor([ids[start:]], device=device),
                     cache=cache,

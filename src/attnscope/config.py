@@ -330,10 +330,7 @@ def _plan_experiment(
                 f"Lower k or add clues for {category!r} to data.clue_files"
             )
     for i, variant in enumerate(spec["variants"]):
-        try:
-            variants.parse(variant)
-        except ValueError as exc:
-            raise ConfigError(f"{key}.variants[{i}]: {exc}") from exc
+        _model_variant(f"{key}.variants[{i}]", variant)
     fmt = prompts.resolve_format(config["prompts"], spec.get("prompts"))
     try:
         prompts.check_format(fmt, f"{key}.prompts" if spec.get("prompts") else "prompts")
@@ -417,14 +414,25 @@ def _targets(key: str, spec: dict[str, Any], target_lists: dict[str, str]) -> tu
     return targets, files
 
 
+def _model_variant(key: str, variant: str) -> None:
+    """A variant a model is loaded as: a valid name, and no knockout (which blocks attention per
+    prompt at run time, on the trained weights)."""
+    try:
+        parsed = variants.parse(variant)
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
+    if parsed.knocks_out:
+        raise ConfigError(
+            f"{key}: {variant!r} is a knockout, not a model variant: it edits no weights; the workflow "
+            "does not run knockouts as model variants"
+        )
+
+
 def _spectra_variants(spectra: dict[str, Any]) -> tuple[str, list[str]]:
     """``spectra.random_variant`` (the schema allows random-s<seed> only) and every variant whose
     spectra are taken: trained, ``spectra.variants``, the random one."""
     for i, variant in enumerate(spectra["variants"]):
-        try:
-            variants.parse(variant)
-        except ValueError as exc:
-            raise ConfigError(f"spectra.variants[{i}]: {exc}") from None
+        _model_variant(f"spectra.variants[{i}]", variant)
     chosen = ["trained", *spectra["variants"], spectra["random_variant"]]
     return spectra["random_variant"], list(dict.fromkeys(chosen))
 

@@ -444,6 +444,12 @@ def load_model(
     target = resolve_device(device)
     source = weights_location(model_dir, manifest)
     spec_variant = variants.parse(variant)
+    if spec_variant.knocks_out:
+        raise ValueError(
+            f"variant {variant!r} is a knockout: it edits no weights but blocks attention edges per "
+            "prompt; load 'trained' and run each prompt inside attnscope.knockout.applied(model, "
+            "variant, annotation, n_prompt)"
+        )
     notes = list(manifest["notes"])
     kwargs: dict[str, Any] = {"dtype": DTYPES[dtype], "attn_implementation": "eager"}
     if target.type == "cuda" or quantization != "none":

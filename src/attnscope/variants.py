@@ -19,6 +19,12 @@ The variant is named in every output path (the ``{variant}`` wildcard):
 
 The three W_q/W_k edits take a layer range suffix ``-L{first}-{last}`` (0-based,
 inclusive), e.g. ``qkscale-a2-L0-9``; without it they edit every layer.
+
+- ``knockout-{edges}-L{first}-{last}``: no weight edit; attention along an edge set blocked at
+  run time in the layers first … last (:mod:`attnscope.knockout`, which names the edge sets),
+  e.g. ``knockout-target-shotwords-L0-5``. ``knockout-control-{edges}-s{seed}-L{first}-{last}``
+  blocks a random edge set of the same size per query row, drawn with ``seed``. The layer range
+  is required and non-empty.
 """
 
 from __future__ import annotations
@@ -32,20 +38,29 @@ if TYPE_CHECKING:  # torch is imported inside the edits so the Snakefile parses 
     from transformers import PretrainedConfig, PreTrainedModel
 
 _NUMBER = r"(?:\d+(?:\.\d+)?|\.\d+)"
-_LAYERS = r"(?:-L(?P<first>\d+)-(?P<last>\d+))?"
+_RANGE = r"-L(?P<first>\d+)-(?P<last>\d+)"
+_LAYERS = rf"(?:{_RANGE})?"
+# The edge sets of a knockout (attnscope.knockout builds them; kept here so names parse without torch).
+EDGE_SETS = ("target-shotwords", "target-shotclues", "target-instruction", "across-shots", "clue-ownword")
+_EDGES = "|".join(EDGE_SETS)
 PATTERNS = {
     "trained": re.compile(r"trained"),
     "random": re.compile(r"random-s(?P<seed>\d+)"),
     "qkscale": re.compile(rf"qkscale-a(?P<alpha>{_NUMBER}){_LAYERS}"),
     "qktop": re.compile(rf"qktop-r(?P<rank>\d+)-a(?P<alpha>{_NUMBER}){_LAYERS}"),
     "qkflat": re.compile(rf"qkflat{_LAYERS}"),
+    "knockout": re.compile(
+        rf"knockout-(?:(?P<edges>{_EDGES})|control-(?P<control>{_EDGES})-s(?P<seed>\d+)){_RANGE}"
+    ),
 }
 # For the Snakefile's wildcard_constraints: the same forms, without named groups.
 WILDCARD_REGEX = "|".join(re.sub(r"\(\?P<\w+>", "(?:", p.pattern) for p in PATTERNS.values())
 FORMS = (
     "trained, random-s<seed> (e.g. random-s0), qkscale-a<alpha> (e.g. qkscale-a2, qkscale-a0.5), "
     "qktop-r<r>-a<alpha> (e.g. qktop-r8-a2), qkflat; the last three optionally with a layer range "
-    "-L<first>-<last> (e.g. qkscale-a2-L0-9)"
+    "-L<first>-<last> (e.g. qkscale-a2-L0-9); knockout-<edges>-L<first>-<last> (e.g. "
+    "knockout-target-shotwords-L0-5) and its random control knockout-control-<edges>-s<seed>-L<first>-<last> "
+    f"(e.g. knockout-control-target-shotwords-s0-L0-5), <edges> one of {', '.join(EDGE_SETS)}"
 )
 
 # A negative alpha (qkscale-a-1) matches no form; say what is wrong rather than "unknown variant".
@@ -63,10 +78,17 @@ class Variant:
     alpha: float | None = None
     rank: int | None = None
     layers: tuple[int, int] | None = None
+    edges: str | None = None
+    control: bool = False
 
     @property
     def edits_weights(self) -> bool:
-        return self.kind != "trained"
+        return self.kind not in ("trained", "knockout")
+
+    @property
+    def knocks_out(self) -> bool:
+        """Whether the variant blocks attention edges at run time (weights as trained)."""
+        return self.kind == "knockout"
 
     def edits_layer(self, layer: int) -> bool:
         return self.layers is None or self.layers[0] <= layer <= self.layers[1]
@@ -89,7 +111,17 @@ def parse(name: str) -> Variant:
         if layers is not None and layers[0] > layers[1]:
             raise ValueError(f"variant {name!r}: layer range L{layers[0]}-{layers[1]} is empty")
         seed = int(groups["seed"]) if "seed" in groups else None
-        return Variant(name, kind, seed=seed, alpha=alpha, rank=rank, layers=layers)
+        edges = groups.get("edges", groups.get("control"))
+        return Variant(
+            name,
+            kind,
+            seed=seed,
+            alpha=alpha,
+            rank=rank,
+            layers=layers,
+            edges=edges,
+            control="control" in groups,
+        )
     if _NEGATIVE_ALPHA.fullmatch(name):
         raise ValueError(_ALPHA.format(name=name))
     raise ValueError(f"unknown variant {name!r}; expected one of: {FORMS}")

@@ -1,0 +1,369 @@
+"""Attention knockout: the variant grammar, the edge sets, and the blocking in both capture routes,
+under a KV cache, on the Llama and Gemma 3 families."""
+
+from __future__ import annotations
+
+import re
+from contextlib import nullcontext
+
+import numpy as np
+import pytest
+import torch
+import zarr
+from transformers import DynamicCache
+
+from attnscope import attention, generation, knockout, prompts, variants
+from attnscope.store import INSTRUCTION_SEGMENT, SHOT_CLUE, SHOT_WORD, TARGET
+
+SPEC = {"category": "Animals", "k": 3, "seed": 0}
+CLUE = "Tiny and busy."
+
+
+@pytest.fixture(params=["tiny_llama", "tiny_gemma"])
+def family(request):
+    """(model, tokenizer, annotation, n_prompt): each family's model with a prompt and a clue appended."""
+    model, tokenizer = request.getfixturevalue(request.param)
+    sample_clues = request.getfixturevalue("sample_clues")
+    row = prompts.build_prompts(sample_clues, "animals-k3", SPEC, ["Ant"], tokenizer).iloc[0]
+    annotation = prompts.prompt_annotation(row)
+    clue_ids = tokenizer.encode(CLUE, add_special_tokens=False)
+    annotation = prompts.annotate_generated(tokenizer, annotation, clue_ids, CLUE)
+    return model, tokenizer, annotation, int(row["n_tokens"])
+
+
+def forward(model, ids, blocker=None) -> torch.Tensor:
+    """The logits [position, vocab] of one sequence (inside ``blocker`` if given)."""
+    with torch.inference_mode(), blocker or nullcontext():
+        return model(input_ids=torch.tensor([list(ids)])).logits[0]
+
+
+def captured(model, ids, kernel, blocker=None) -> list[torch.Tensor]:
+    """Every layer's probabilities [head, query, key] through a capture route (inside ``blocker``)."""
+    maps = {}
+    with (
+        torch.inference_mode(),
+        attention.capture(model, lambda layer, w: maps.__setitem__(layer, w.clone()), kernel),
+    ):
+        forward(model, ids, blocker)
+    return [maps[layer] for layer in sorted(maps)]
+
+
+# --- the grammar ---
+
+
+def test_knockout_names_parse():
+    named = variants.parse("knockout-target-shotwords-L0-5")
+    assert (named.kind, named.edges, named.control, named.layers) == (
+        "knockout",
+        "target-shotwords",
+        False,
+        (0, 5),
+    )
+    control = variants.parse("knockout-control-across-shots-s3-L2-2")
+    assert (control.edges, control.control, control.seed, control.layers) == ("across-shots", True, 3, (2, 2))
+    assert named.knocks_out and not named.edits_weights
+    assert not variants.parse("qkscale-a2").knocks_out
+    pattern = re.compile(variants.WILDCARD_REGEX)  # the Snakefile's wildcard constraint
+    assert pattern.fullmatch(named.name) and pattern.fullmatch(control.name)
+    assert not pattern.fullmatch("knockout-control-across-shots-L2-2")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "knockout-target-shotwords",  # no layer range
+        "knockout-target-words-L0-1",  # no such edge set
+        "knockout-control-target-shotwords-L0-1",  # a control needs its seed
+        "knockout-target-shotwords-s0-L0-1",  # a named set has none
+        "knockout-control-s0-L0-1",
+    ],
+)
+def test_malformed_knockout_names_list_the_forms(name):
+    with pytest.raises(ValueError, match="expected one of.*knockout-<edges>-L<first>-<last>.*clue-ownword"):
+        variants.parse(name)
+
+
+def test_an_empty_layer_range_is_refused_in_a_name():
+    with pytest.raises(ValueError, match="'knockout-across-shots-L3-1'.*empty"):
+        variants.parse("knockout-across-shots-L3-1")
+
+
+def test_a_knockout_edits_no_weights_and_is_not_loaded_as_a_model(prepared_tiny_mistral):
+    from attnscope import models
+
+    model = models.load_model(prepared_tiny_mistral, "trained").model
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    variants.apply_edit(model, variants.parse("knockout-target-shotwords-L0-1"))
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    with pytest.raises(ValueError, match="knockout-target-shotwords-L0-1.*knockout.applied"):
+        models.load_model(prepared_tiny_mistral, "knockout-target-shotwords-L0-1")
+
+
+# --- the edge sets ---
+
+
+def reference_edges(annotation: prompts.Annotation, n_prompt: int, edges: str) -> np.ndarray:
+    """The named edge set by its definition, pair by pair, over the prompt and what follows it."""
+    seg, shot = annotation.token_segment, annotation.token_shot
+    first_target = seg.index(TARGET)
+    key_segment = {
+        "target-shotwords": SHOT_WORD,
+        "target-shotclues": SHOT_CLUE,
+        "target-instruction": INSTRUCTION_SEGMENT,
+    }
+    n = len(seg)
+    out = np.zeros((n, n), dtype=bool)
+    for q in range(n):
+        for k in range(min(q, n_prompt)):
+            if edges in key_segment:
+                out[q, k] = q >= first_target and seg[k] == key_segment[edges]
+            elif edges == "across-shots":
+                out[q, k] = q < n_prompt and 0 < shot[k] < shot[q]
+            else:
+                out[q, k] = (
+                    q < n_prompt and seg[q] == SHOT_CLUE and seg[k] == SHOT_WORD and shot[q] == shot[k] > 0
+                )
+    return out
+
+
+@pytest.mark.parametrize("edges", variants.EDGE_SETS)
+def test_named_edge_sets_are_their_definitions(tiny_llama, sample_clues, edges):
+    _, tokenizer = tiny_llama
+    row = prompts.build_prompts(sample_clues, "animals-k3", SPEC, ["Ant"], tokenizer).iloc[0]
+    annotation = prompts.annotate_generated(
+        tokenizer, prompts.prompt_annotation(row), tokenizer.encode(CLUE, add_special_tokens=False), CLUE
+    )
+    n_prompt, n = int(row["n_tokens"]), len(annotation.input_ids)
+    blocked = knockout.named_edges(annotation, n_prompt, edges).dense(n)
+    expected = reference_edges(annotation, n_prompt, edges)
+    assert expected.any()
+    np.testing.assert_array_equal(blocked, expected)
+
+
+@pytest.mark.parametrize("edges", variants.EDGE_SETS)
+def test_the_random_control_has_the_size_of_its_set_and_is_seeded(tiny_llama, sample_clues, edges):
+    _, tokenizer = tiny_llama
+    row = prompts.build_prompts(sample_clues, "animals-k3", SPEC, ["Ant"], tokenizer).iloc[0]
+    plain = prompts.prompt_annotation(row)
+    appended = prompts.annotate_generated(
+        tokenizer, plain, tokenizer.encode(CLUE, add_special_tokens=False), CLUE
+    )
+    n_prompt, n = int(row["n_tokens"]), len(appended.input_ids)
+    named = knockout.named_edges(plain, n_prompt, edges).dense(n)
+
+    def control(seed: int, annotation=plain) -> np.ndarray:
+        variant = variants.parse(f"knockout-control-{edges}-s{seed}-L0-0")
+        return knockout.blocked_edges(annotation, n_prompt, variant).dense(n)
+
+    drawn = control(0)
+    np.testing.assert_array_equal(drawn.sum(axis=1), named.sum(axis=1))  # row by row, so in all
+    assert not (drawn & named).any()
+    assert not drawn[:, 0].any()  # the first token (an attention sink) stays open
+    assert not np.triu(drawn).any()  # earlier keys only, never the query itself
+    np.testing.assert_array_equal(control(0, appended), drawn)  # the appended clue changes no draw
+    assert (control(1) != drawn).any()
+
+
+# --- the blocking ---
+
+
+def everything_but_self(n_prompt: int) -> knockout.BlockedEdges:
+    """Every earlier key of the prompt blocked, for the prompt's queries and those after it."""
+    return knockout.BlockedEdges(np.tri(n_prompt, k=-1, dtype=bool), np.ones(n_prompt, dtype=bool))
+
+
+@pytest.mark.parametrize("kernel", attention.KERNELS)
+def test_an_empty_layer_range_changes_nothing(family, kernel):
+    model, _, annotation, n_prompt = family
+    blocked = knockout.named_edges(annotation, n_prompt, "target-shotwords")
+    ids = annotation.input_ids
+    trained = captured(model, ids, kernel)
+    empty = captured(model, ids, kernel, knockout.Knockout(model, blocked, range(1, 1)))
+    assert all(torch.equal(a, b) for a, b in zip(trained, empty))
+    assert torch.equal(forward(model, ids), forward(model, ids, knockout.Knockout(model, blocked, [])))
+
+
+@pytest.mark.parametrize("kernel", attention.KERNELS)
+def test_blocked_edges_are_zero_and_the_rest_renormalised(family, kernel):
+    """Knocked out in the last layer only, whose input is the trained model's: its map is the trained
+    map with the blocked edges set to zero and each row divided by what is left of it."""
+    model, _, annotation, n_prompt = family
+    ids, last = annotation.input_ids, model.config.num_hidden_layers - 1
+    variant = variants.parse(f"knockout-target-shotwords-L{last}-{last}")
+    blocked = torch.from_numpy(knockout.blocked_edges(annotation, n_prompt, variant).dense(len(ids)))
+    trained = captured(model, ids, kernel)
+    knocked = captured(model, ids, kernel, knockout.applied(model, variant, annotation, n_prompt))
+    for before, after in zip(trained[:last], knocked[:last]):
+        assert torch.equal(before, after)
+    assert float(knocked[last][:, blocked].abs().max()) == 0.0
+    kept = trained[last].masked_fill(blocked, 0.0)
+    expected = kept / kept.sum(dim=-1, keepdim=True)
+    assert float((trained[last][:, blocked]).max()) > 1e-4, "the trained map uses the blocked edges"
+    torch.testing.assert_close(knocked[last], expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kernel", attention.KERNELS)
+def test_blocking_every_key_but_the_query_gives_one_hot_maps(family, kernel):
+    model, _, annotation, n_prompt = family
+    ids = annotation.input_ids
+    layers = range(model.config.num_hidden_layers)
+    maps = captured(model, ids, kernel, knockout.Knockout(model, everything_but_self(n_prompt), layers))
+    one_hot = torch.eye(len(ids))[:n_prompt]
+    for layer_map in maps:  # the prompt's queries keep only themselves, the clue's only the clue
+        assert torch.equal(layer_map[:, :n_prompt], one_hot.expand(layer_map.shape[0], -1, -1))
+        assert float(layer_map[:, n_prompt:, :n_prompt].abs().max()) == 0.0
+
+
+@pytest.mark.parametrize("kernel", attention.KERNELS)
+def test_blocking_edges_no_head_uses_leaves_the_output_unchanged(family, kernel):
+    """Keys after the query carry zero weight in every head (causal mask): blocking them changes no logit."""
+    model, _, annotation, n_prompt = family
+    ids = annotation.input_ids[:n_prompt]
+    future = knockout.BlockedEdges(
+        np.triu(np.ones((n_prompt, n_prompt), dtype=bool), k=1), np.zeros(n_prompt, bool)
+    )
+    layers = range(model.config.num_hidden_layers)
+    trained = captured(model, ids, kernel)
+    unchanged = captured(model, ids, kernel, knockout.Knockout(model, future, layers))
+    for before, after in zip(trained, unchanged):
+        torch.testing.assert_close(after, before, rtol=0, atol=1e-6 if kernel == "sdpa" else 0)
+    with attention.capture(model, lambda *_: None, kernel):
+        torch.testing.assert_close(
+            forward(model, ids, knockout.Knockout(model, future, layers)),
+            forward(model, ids),
+            rtol=0,
+            atol=1e-5,
+        )
+
+
+@pytest.mark.parametrize("kernel", attention.KERNELS)
+def test_blocking_keys_outside_a_sliding_window_leaves_the_output_unchanged(tiny_gemma, sample_clues, kernel):
+    """Gemma 3's layer 0 sees only its last W keys: blocking the keys before them there changes nothing,
+    while blocking the same edges in the global layer 1, which uses them, does."""
+    model, tokenizer = tiny_gemma
+    ids = prompts.build_prompts(sample_clues, "animals-k3", SPEC, ["Ant"], tokenizer)["input_ids"][0]
+    window, n = model.config.sliding_window, len(ids)
+    assert variants.sliding_windows(model.config) == {0: window} and n > window
+    outside = knockout.BlockedEdges(np.tri(n, k=-window, dtype=bool), np.zeros(n, dtype=bool))
+    with attention.capture(model, lambda *_: None, kernel):
+        trained = forward(model, ids)
+        torch.testing.assert_close(
+            forward(model, ids, knockout.Knockout(model, outside, [0])), trained, rtol=0, atol=0
+        )
+        assert not torch.allclose(
+            forward(model, ids, knockout.Knockout(model, outside, [1])), trained, atol=1e-4
+        )
+
+
+@pytest.mark.parametrize("edges", ["named", "everything"])
+def test_a_knockout_holds_token_by_token_under_a_kv_cache(family, edges):
+    """Decoding the clue one token at a time behind a cache (a sliding-window layer's cache keeps only
+    its last keys, whose positions the blocking must find) gives the logits of one forward pass over
+    prompt and clue, under the same knockout."""
+    model, _, annotation, n_prompt = family
+    ids, layers = annotation.input_ids, range(model.config.num_hidden_layers)
+    blocked = (
+        knockout.named_edges(annotation, n_prompt, "target-shotwords")
+        if edges == "named"
+        else everything_but_self(n_prompt)
+    )
+    blocker = knockout.Knockout(model, blocked, layers)
+    whole = forward(model, ids, blocker)
+    assert not torch.allclose(whole, forward(model, ids), atol=1e-3), "the knockout changes the logits"
+    cache = DynamicCache(config=model.config)
+    steps = []
+    with torch.inference_mode(), blocker:
+        out = model(input_ids=torch.tensor([ids[:n_prompt]]), cache=cache, use_cache=True)
+        steps.append(out.logits[0, -1])
+        for token in ids[n_prompt:-1]:
+            steps.append(model(input_ids=torch.tensor([[token]]), cache=cache, use_cache=True).logits[0, -1])
+    torch.testing.assert_close(torch.stack(steps), whole[n_prompt - 1 : -1], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("kernel", attention.KERNELS)
+def test_stored_maps_hold_the_blocked_edges_at_zero(tiny_llama, sample_clues, tmp_path, kernel):
+    model, tokenizer = tiny_llama
+    table = prompts.build_prompts(sample_clues, "animals-k3", SPEC, ["Ant", "Bee"], tokenizer)
+    clue_ids = tokenizer.encode(CLUE, add_special_tokens=False)
+    clues = table[["prompt_index", "prompt_id"]].assign(clue=CLUE, generated_ids=[clue_ids] * len(table))
+    inputs = attention.prompt_inputs(table, tokenizer, clues)
+    variant = variants.parse("knockout-target-shotwords-L1-1")
+    path = tmp_path / "store.zarr"
+    attrs = {"config_digest": "test"}
+    attention.extract(
+        model, inputs, path, attrs, progress=False, kernel=kernel, knockout_variant=variant.name
+    )
+    root = zarr.open_group(path, mode="r")
+    for prompt in inputs:
+        n = len(prompt.annotation.input_ids)
+        blocked = knockout.blocked_edges(prompt.annotation, prompt.n_prompt_tokens, variant).dense(n)
+        assert blocked[prompt.n_prompt_tokens :].any(), "the appended clue's rows are blocked too"
+        for array in ("attn", "head_mean"):
+            maps = root[prompt.group][array][...].astype(np.float32)
+            assert maps[0][..., blocked].max() > 0, "layer 0, outside the range, uses those edges"
+            assert float(np.abs(maps[1][..., blocked]).max()) == 0.0
+            np.testing.assert_allclose(maps.sum(axis=-1), 1.0, atol=5e-3)
+
+
+def test_greedy_decoding_under_a_knockout_follows_its_teacher_forced_logits(family):
+    """Generation (its prefix prefill, KV cache and position ids) inside a knockout writes the argmax
+    of one forward pass over prompt and clue under the same knockout, not the trained model's clue."""
+    model, tokenizer, annotation, n_prompt = family
+    prompt_ids = annotation.input_ids[:n_prompt]
+    blocker = knockout.Knockout(model, everything_but_self(n_prompt), range(model.config.num_hidden_layers))
+
+    def greedy() -> list[int]:
+        [generated] = generation.generate(
+            model, tokenizer, [prompt_ids], max_new_tokens=6, batch_size=1, progress=False, end_marker=None
+        )
+        return generated.generated_ids
+
+    trained = greedy()
+    with blocker:
+        knocked = greedy()
+    assert knocked != trained
+    logits = forward(model, prompt_ids + knocked, blocker)
+    assert logits[n_prompt - 1 : -1].argmax(-1).tolist() == knocked
+
+
+def test_a_batch_is_refused(tiny_llama):
+    model, _ = tiny_llama
+    blocked = knockout.BlockedEdges(np.zeros((4, 4), bool), np.zeros(4, bool))
+    with pytest.raises(ValueError, match="one sequence at a time, not a batch of 2"):
+        forward_batch = torch.tensor([[1, 2, 3, 4], [1, 2, 3, 4]])
+        with torch.inference_mode(), knockout.Knockout(model, blocked, [0]):
+            model(input_ids=forward_batch)
+
+
+def test_a_query_cannot_block_itself():
+    with pytest.raises(ValueError, match="a query must keep its own key"):
+        knockout.BlockedEdges(np.eye(3, dtype=bool), np.zeros(3, dtype=bool))
+
+
+def test_layers_outside_the_model_are_refused(tiny_llama):
+    model, _ = tiny_llama
+    with pytest.raises(ValueError, match=r"knockout layers \[2\]: the model has layers 0-1"):
+        knockout.Knockout(model, knockout.BlockedEdges(np.zeros((1, 1), bool), np.zeros(1, bool)), [0, 2])
+
+
+# --- teacher-forced log-probabilities ---
+
+
+def test_clue_logprob_is_the_softmax_of_the_logits(family):
+    model, tokenizer, annotation, n_prompt = family
+    ids = annotation.input_ids
+    prompt_ids, clue_ids = ids[:n_prompt], ids[n_prompt:]
+    blocker = knockout.applied(model, "knockout-target-shotwords-L0-1", annotation, n_prompt)
+    for chosen in (None, blocker):
+        logits = forward(model, ids, chosen).double()
+        rows = logits[n_prompt - 1 : -1]
+        expected = [
+            float(row[token] - torch.log(torch.exp(row - row.max()).sum()) - row.max())
+            for row, token in zip(rows, clue_ids)
+        ]
+        got = knockout.clue_logprob(model, prompt_ids, clue_ids, chosen)
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(
+        knockout.clue_logprob(model, prompt_ids, clue_ids),
+        knockout.clue_logprob(model, prompt_ids, clue_ids, blocker),
+    )
