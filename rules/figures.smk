@@ -100,31 +100,33 @@ rule attention_figures:
         "../scripts/figures_attention.py"
 
 
-def replicate_metrics(wildcards):
-    """The metrics tables of every variant of every shot-seed replicate of an experiment."""
+def curve_tables(models, experiment):
+    """[model, variant, replicate] of every metrics table of an experiment's curves: every variant
+    of every shot-seed replicate, for each of ``models``."""
     return [
-        f"results/metrics/{wildcards.model}/{variant}/{name}.parquet"
-        for name in PLAN.replicates(wildcards.experiment)
+        [model, variant, name]
+        for model in models
+        for name in PLAN.replicates(experiment)
         for variant in PLAN.experiments[name].variants
     ]
+
+
+def curve_metrics_files(models, experiment):
+    return [f"results/metrics/{m}/{v}/{name}.parquet" for m, v, name in curve_tables(models, experiment)]
 
 
 rule metric_curves:
     """One experiment's per-layer metric curves with the 95 % interval of the mean across its
     prompts and shot-seed replicates (targets resampled), one line per variant."""
     input:
-        metrics=replicate_metrics,
+        metrics=lambda wc: curve_metrics_files([wc.model], wc.experiment),
     output:
         **figure_outputs(
             "results/figures/{model}/{experiment}_metric_curves", "metric_curves", "Metric curves by layer",
             labels={"experiment": "{experiment}"},
         ),
     params:
-        tables=lambda wc: [
-            [variant, name]
-            for name in PLAN.replicates(wc.experiment)
-            for variant in PLAN.experiments[name].variants
-        ],
+        tables=lambda wc: curve_tables([wc.model], wc.experiment),
         metrics=lambda wc: config["figures"]["curve_metrics"],
         dpi=lambda wc: config["figures"]["dpi"],
         experiment=lambda wc: {"category": experiment_plan(wc).category, "k": experiment_plan(wc).k},
@@ -132,6 +134,35 @@ rule metric_curves:
         "results/logs/metric_curves/{model}/{experiment}.log",
     benchmark:
         "results/benchmarks/metric_curves/{model}/{experiment}.tsv"
+    resources:
+        **fixed_resources(mem_mb=1000, runtime=10),
+    script:
+        "../scripts/figures_metrics.py"
+
+
+ACROSS_MODELS = "results/figures/across_models"
+"""The figures that set the selected models side by side (when more than one is selected)."""
+
+
+rule metric_curves_across_models:
+    """One experiment's per-layer metric curves as metric_curves draws them, one row of panels per
+    selected model."""
+    input:
+        metrics=lambda wc: curve_metrics_files(PLAN.models, wc.experiment),
+    output:
+        **figure_outputs(
+            f"{ACROSS_MODELS}/{{experiment}}_metric_curves", "metric_curves_across_models",
+            "Metric curves by layer", labels={"experiment": "{experiment} · every model"},
+        ),
+    params:
+        tables=lambda wc: curve_tables(PLAN.models, wc.experiment),
+        metrics=lambda wc: config["figures"]["curve_metrics"],
+        dpi=lambda wc: config["figures"]["dpi"],
+        experiment=lambda wc: {"category": experiment_plan(wc).category, "k": experiment_plan(wc).k},
+    log:
+        "results/logs/metric_curves_across_models/{experiment}.log",
+    benchmark:
+        "results/benchmarks/metric_curves_across_models/{experiment}.tsv"
     resources:
         **fixed_resources(mem_mb=1000, runtime=10),
     script:
@@ -238,6 +269,10 @@ def figure_targets():
             ]
         for name in SPECTRA_FIGURES:
             files += figure_paths(f"results/figures/{model}/{name}")
+    if len(PLAN.models) > 1:
+        files += [
+            p for e in PLAN.replicate_groups() for p in figure_paths(f"{ACROSS_MODELS}/{e}_metric_curves")
+        ]
     files += [p for name in THEORY_FIGURES for p in figure_paths(f"results/figures/theory/{name}")]
     return files
 
