@@ -3,11 +3,14 @@ tables built to agree and to disagree."""
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
 from attnscope import claims
 from attnscope.claims import across
+from tests.helpers import snakemake, tiny_config
 
 
 def claims_table(verdicts: dict[str, dict[str, str]]) -> pd.DataFrame:
@@ -123,3 +126,43 @@ def test_a_claims_statements_are_compared_apart():
     ]
     with pytest.raises(ValueError, match=r"model smollm2 has two rows of spectra: W_k"):
         across.across_models(pd.concat([table, w_k, w_k.iloc[:1]], ignore_index=True))
+
+
+TWO_MODEL_EXPERIMENT = {"category": "Animals", "k": 2, "n_targets": 2}
+CURVES = "results/figures/across_models/animals-k2_metric_curves.png"
+
+
+@pytest.mark.integration
+def test_two_tiny_models_in_one_run_write_the_claims_across_models(tmp_path):
+    """tiny-llama and tiny-gemma (its own init std) in one run: each model's jobs, spectra with its
+    own init std, and the claims side by side, one row per claim statement × model."""
+    config = tiny_config(["tiny-llama", "tiny-gemma"], **{"animals-k2": TWO_MODEL_EXPERIMENT})
+    config["models"]["tiny-gemma"]["initializer_range"] = 0.03
+    snakemake(tmp_path, "results/claims_across_models.md", CURVES, config=config)
+    results = tmp_path / "results"
+    for model, std in (("tiny-llama", 0.02), ("tiny-gemma", 0.03)):
+        manifest = json.loads((results / "models" / model / "manifest.json").read_text())
+        assert manifest["init_std_source"] == f"models.{model}.initializer_range"
+        for variant in ("trained", "random-s0"):
+            assert (
+                pd.read_parquet(results / "spectra" / model / f"{variant}.parquet")["init_std"].eq(std).all()
+            )
+    table = pd.read_parquet(results / "claims.parquet")
+    rows = pd.read_parquet(results / "claims_across_models.parquet")
+    assert sorted(zip(rows["statement"], rows["model"])) == sorted(zip(table["statement"], table["model"]))
+    assert all(
+        sorted(models) == ["tiny-gemma", "tiny-llama"] for _, models in rows.groupby("statement")["model"]
+    )
+    kinds = table.assign(
+        kind=table["verdict"].str.replace(r"^not replicated on .*", "contradicted", regex=True)
+    )
+    expected = kinds.groupby("statement")["kind"].agg(
+        lambda k: "–" if (k != "not measured").sum() < 2 else ("yes" if k.nunique() == 1 else None)
+    )
+    got = rows.drop_duplicates("statement").set_index("statement")["models_agree"]
+    decided = expected.dropna()
+    assert got[decided.index].to_dict() == decided.to_dict()
+    assert set(got[expected.index[expected.isna()]]) <= {"no", "unclear"}
+    markdown = (results / "claims_across_models.md").read_text()
+    assert markdown.count("\n| ") == 1 + table["statement"].nunique()  # header + one row per statement
+    assert (tmp_path / CURVES).is_file() and (tmp_path / CURVES.replace(".png", ".svg")).is_file()
