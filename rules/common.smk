@@ -92,6 +92,9 @@ def figure_targets(spectra_figures, theory_figures):
             ]
         for name in spectra_figures:
             files += figure_paths(f"{attnscope_paths.MODEL_FIGURES.format(model=model)}/{name}")
+    if len(PLAN.models) > 1:
+        for experiment in PLAN.replicate_groups():
+            files += figure_paths(attnscope_paths.METRIC_CURVES_ACROSS_MODELS.format(experiment=experiment))
     for name in theory_figures:
         files += figure_paths(f"{attnscope_paths.THEORY_FIGURES}/{name}")
     return files

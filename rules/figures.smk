@@ -40,8 +40,8 @@ rule metric_curves:
     prompts and shot-seed replicates (targets resampled), one line per variant."""
     input:
         metrics=lambda wc: [
-            attnscope_paths.METRICS.format(model=wc.model, variant=variant, experiment=name)
-            for variant, name in PLAN.replicate_runs(wc.experiment)
+            attnscope_paths.METRICS.format(model=model, variant=variant, experiment=name)
+            for model, variant, name in PLAN.replicate_runs([wc.model], wc.experiment)
         ],
     output:
         **figure_outputs(
@@ -49,7 +49,7 @@ rule metric_curves:
             labels={"experiment": "{experiment}"},
         ),
     params:
-        tables=lambda wc: PLAN.replicate_runs(wc.experiment),
+        tables=lambda wc: PLAN.replicate_runs([wc.model], wc.experiment),
         metrics=lambda wc: config["figures"]["curve_metrics"],
         dpi=lambda wc: config["figures"]["dpi"],
         experiment=lambda wc: {"category": experiment_plan(wc).category, "k": experiment_plan(wc).k},
@@ -57,6 +57,34 @@ rule metric_curves:
         "results/logs/metric_curves/{model}/{experiment}.log",
     benchmark:
         "results/benchmarks/metric_curves/{model}/{experiment}.tsv"
+    resources:
+        **fixed_resources(mem_mb=1000, runtime=10),
+    script:
+        "../scripts/figures_metrics.py"
+
+
+rule metric_curves_across_models:
+    """One experiment's per-layer metric curves as metric_curves draws them, one row of panels per
+    selected model."""
+    input:
+        metrics=lambda wc: [
+            attnscope_paths.METRICS.format(model=model, variant=variant, experiment=name)
+            for model, variant, name in PLAN.replicate_runs(PLAN.models, wc.experiment)
+        ],
+    output:
+        **figure_outputs(
+            attnscope_paths.METRIC_CURVES_ACROSS_MODELS, "metric_curves_across_models",
+            "Metric curves by layer", labels={"experiment": "{experiment} · every model"},
+        ),
+    params:
+        tables=lambda wc: PLAN.replicate_runs(PLAN.models, wc.experiment),
+        metrics=lambda wc: config["figures"]["curve_metrics"],
+        dpi=lambda wc: config["figures"]["dpi"],
+        experiment=lambda wc: {"category": experiment_plan(wc).category, "k": experiment_plan(wc).k},
+    log:
+        "results/logs/metric_curves_across_models/{experiment}.log",
+    benchmark:
+        "results/benchmarks/metric_curves_across_models/{experiment}.tsv"
     resources:
         **fixed_resources(mem_mb=1000, runtime=10),
     script:

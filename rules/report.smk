@@ -36,6 +36,28 @@ rule claims:
         "../scripts/claims.py"
 
 
+rule claims_across_models:
+    """The claims of every selected model side by side, whether the models agree (attnscope.claims.across);
+    part of the report when more than one model is selected."""
+    input:
+        table=rules.claims.output.table,
+    output:
+        table=attnscope_paths.CLAIMS_ACROSS_MODELS,
+        markdown=attnscope_paths.CLAIMS_ACROSS_MODELS_MD,
+        html=report(
+            attnscope_paths.CLAIMS_ACROSS_MODELS_HTML, caption="../report/claims_across_models.rst",
+            category="Thesis claims",
+        ),
+    log:
+        "results/logs/claims_across_models.log",
+    benchmark:
+        "results/benchmarks/claims_across_models.tsv"
+    resources:
+        **fixed_resources(mem_mb=500, runtime=5),
+    script:
+        "../scripts/claims_across_models.py"
+
+
 rule report:
     """Every input of the HTML report: figures, clue tables and the claims. The report itself is
     Snakemake's: `snakemake --cores 2 report --report results/report.html --report-after-run`."""
@@ -43,3 +65,4 @@ rule report:
     input:
         rules.figures.input,
         rules.claims.output,
+        rules.claims_across_models.output if len(PLAN.models) > 1 else [],

@@ -1,6 +1,6 @@
-"""Rule metric_curves: per-layer metrics of every variant of one experiment (its shot-seed
-replicates pooled), one line per variant with the 95 % interval of the mean (targets resampled;
-head-mean maps of the attention_metrics tables)."""
+"""Rules metric_curves and metric_curves_across_models: per-layer metrics of every variant of one
+experiment (its shot-seed replicates pooled), one line per variant with the 95 % interval of the
+mean (targets resampled; head-mean maps of the attention_metrics tables), one row of panels per model."""
 
 import pandas as pd
 
@@ -10,19 +10,25 @@ from attnscope.store import HEAD_MEAN
 log = io.setup_script_logging(snakemake.log[0])
 params = snakemake.params
 frames = []
-for (variant, experiment), path in zip(params.tables, snakemake.input.metrics):
+for (model, variant, experiment), path in zip(params.tables, snakemake.input.metrics):
     table = pd.read_parquet(path)
-    frames.append(table[table["head"] == HEAD_MEAN].assign(variant=variant, experiment=experiment))
+    frames.append(
+        table[table["head"] == HEAD_MEAN].assign(model=model, variant=variant, experiment=experiment)
+    )
 rows = pd.concat(frames, ignore_index=True)
-variants = list(dict.fromkeys(variant for variant, _ in params.tables))
+models = list(dict.fromkeys(model for model, _, _ in params.tables))
+variants = list(dict.fromkeys(variant for _, variant, _ in params.tables))
 summary = pd.concat(
-    [metrics.layer_intervals(rows[rows["variant"] == v], params.metrics).assign(variant=v) for v in variants],
+    [
+        metrics.layer_intervals(of_curve, params.metrics).assign(model=model, variant=variant)
+        for (model, variant), of_curve in rows.groupby(["model", "variant"], sort=False)
+    ],
     ignore_index=True,
 )
 experiment = params.experiment
 seeds = rows["experiment"].nunique()
 title = (
-    f"{snakemake.wildcards.model} · {snakemake.wildcards.experiment} ({experiment['category']}, "
+    f"{', '.join(models)} · {snakemake.wildcards.experiment} ({experiment['category']}, "
     f"k = {experiment['k']}, {seeds} shot seed{'s' if seeds > 1 else ''}) · head-mean maps by layer, "
     f"variants {', '.join(variants)}"
 )
@@ -31,5 +37,9 @@ fig = plots.plot_metric_curves(
 )
 plots.save_figure(fig, [snakemake.output.png, snakemake.output.svg], params.dpi)
 log.info(
-    "metric curves of %d variants × %d metrics, %d replicates", len(variants), len(params.metrics), seeds
+    "metric curves of %d models × %d variants × %d metrics, %d replicates",
+    len(models),
+    len(variants),
+    len(params.metrics),
+    seeds,
 )

@@ -91,12 +91,15 @@ def test_plan_answers_what_the_rules_ask():
         "token_pass",
     ]
     assert plan.store_maps("animals-k3", "random-s1") == {}
-    runs = plan.replicate_runs("animals-k3")
-    assert runs[0] == ["trained", "animals-k3"] and runs[-2:] == [
-        ["trained", "animals-k3-seed1"],
-        ["trained", "animals-k3-seed2"],
+    runs = plan.replicate_runs(["smollm2"], "animals-k3")
+    assert runs[0] == ["smollm2", "trained", "animals-k3"] and runs[-2:] == [
+        ["smollm2", "trained", "animals-k3-seed1"],
+        ["smollm2", "trained", "animals-k3-seed2"],
     ]
     assert len(runs) == len(plan.experiments["animals-k3"].variants) + 2
+    assert plan.replicate_runs(["a", "b"], "animals-k3") == [["a", *r[1:]] for r in runs] + [
+        ["b", *r[1:]] for r in runs
+    ]
     spec = plan.claims_spec()
     assert spec["experiments"] == ["animals-k3"] and spec["thesis_models"] == []
     assert spec["runs"]["animals-k3-seed1"] == {

@@ -249,6 +249,30 @@ def test_stored_maps_of_a_sliding_layer_are_zero_outside_its_window(tiny_gemma, 
     assert (maps[1][:, distance >= 0] > 0).all()  # the global layer sees every causal key
 
 
+@pytest.mark.parametrize("kernel", attention.KERNELS)
+def test_the_refusal_starts_where_the_models_mask_first_hides_a_causal_key(tiny_gemma, kernel):
+    """The metrics count i + 1 visible keys in row i. The model's own mask (the keys the captured
+    maps give mass to) agrees in every row of every layer up to the window's length, and hides
+    a causal key from the first prompt longer than the window: exactly the prompts
+    check_causal_rows refuses."""
+    windows = variants.sliding_windows(tiny_gemma[0].config)
+    for n in range(2, IDS.shape[1] + 1):
+        maps: dict[int, torch.Tensor] = {}
+        with torch.inference_mode(), attention.capture(tiny_gemma[0], maps.__setitem__, kernel):
+            tiny_gemma[0].model(input_ids=IDS[:, :n])
+        visible = {layer: (m > 0).sum(dim=-1) for layer, m in maps.items()}  # [head, query]
+        causal = torch.arange(1, n + 1).expand_as(visible[0])
+        hides = any(not torch.equal(v, causal) for v in visible.values())
+        assert torch.equal(visible[0], causal.clamp(max=windows[0]))  # what the model masks
+        assert torch.equal(visible[1], causal)
+        assert hides == (n > windows[0])
+        if hides:
+            with pytest.raises(ValueError, match="more than the sliding window"):
+                metrics.check_causal_rows(windows, n, "p/000")
+        else:
+            metrics.check_causal_rows(windows, n, "p/000")
+
+
 def test_metrics_refuse_prompts_longer_than_a_sliding_window(tiny_gemma):
     windows = variants.sliding_windows(tiny_gemma[0].config)
     metrics.check_causal_rows(windows, 4, "p/000")

@@ -81,10 +81,14 @@ class Plan:
         """The config's experiment names (each the first of its replicates)."""
         return list(dict.fromkeys(e.replicate_group for e in self.experiments.values()))
 
-    def replicate_runs(self, group: str) -> list[list[str]]:
-        """[variant, experiment] of every variant of every shot-seed replicate of a config experiment."""
+    def replicate_runs(self, models: list[str], group: str) -> list[list[str]]:
+        """[model, variant, experiment] of every variant of every shot-seed replicate of a config
+        experiment, for each of ``models``."""
         return [
-            [variant, name] for name in self.replicates(group) for variant in self.experiments[name].variants
+            [model, variant, name]
+            for model in models
+            for name in self.replicates(group)
+            for variant in self.experiments[name].variants
         ]
 
     def store_maps(self, experiment: str, variant: str) -> dict[str, dict[str, Any]]:

@@ -56,6 +56,8 @@ METRIC_CURVES = "results/figures/{model}/{experiment}_metric_curves"
 MODEL_FIGURES = "results/figures/{model}"
 """The folder of a model's spectra figures (``{stem}.png``, ``{stem}.svg``)."""
 THEORY_FIGURES = "results/figures/theory"
+METRIC_CURVES_ACROSS_MODELS = "results/figures/across_models/{experiment}_metric_curves"
+"""An experiment's metric curves with one row of panels per selected model (several models only)."""
 HEAD_TYPE_FIGURE = "results/figures/{model}/{variant}_head_types"
 ROLLOUT_FIGURE = f"results/figures/{RUN}_rollout"
 
@@ -63,6 +65,9 @@ CLAIMS = "results/claims.parquet"
 CLAIMS_SENSITIVITY = "results/claims_sensitivity.parquet"
 CLAIMS_MD = "results/claims.md"
 CLAIMS_HTML = "results/claims.html"
+CLAIMS_ACROSS_MODELS = "results/claims_across_models.parquet"
+CLAIMS_ACROSS_MODELS_MD = "results/claims_across_models.md"
+CLAIMS_ACROSS_MODELS_HTML = "results/claims_across_models.html"
 
 
 class _Wildcards(dict):

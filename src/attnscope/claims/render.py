@@ -46,7 +46,8 @@ def _draws(n_prompts: object, n_seeds: int) -> str:
     return f"{n_prompts} targets × {n_seeds} draw{plural}"
 
 
-def _with_interval(rows: pd.DataFrame) -> list[str]:
+def with_interval(rows: pd.DataFrame) -> list[str]:
+    """Each row's estimate with its 95 % interval as text (– where it was not measured)."""
     return [
         "–" if np.isnan(e) else str(Interval(e, lo, hi, 0, 0))
         for e, lo, hi in zip(rows["estimate"], rows["low"], rows["high"])
@@ -73,7 +74,7 @@ def claims_markdown(table: pd.DataFrame, sensitivity: pd.DataFrame, header: Mapp
         parts += ["", f"## {model} (experiment {rows['experiment'].iloc[0]}): {summary}", ""]
         parts += [header.get(model, ""), ""]
         shown = rows.assign(
-            estimate=_with_interval(rows),
+            estimate=with_interval(rows),
             n=[_draws(p, s) for p, s in zip(rows["n_prompts"], rows["n_seeds"])],
             verdict=rows["verdict"].map(lambda v: f"**{v}**"),
         )[["section", "statement", "metric", "estimate", "n", "measured", "threshold", "verdict", "robust"]]
@@ -84,7 +85,7 @@ def claims_markdown(table: pd.DataFrame, sensitivity: pd.DataFrame, header: Mapp
         parts += ["", f"### {model}: every analysis choice", ""]
         parts.append(
             markdown_table(
-                of_model.assign(estimate=_with_interval(of_model))[
+                of_model.assign(estimate=with_interval(of_model))[
                     ["statement", "setting", "estimate", "verdict"]
                 ]
             )

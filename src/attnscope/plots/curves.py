@@ -1,4 +1,4 @@
-"""Per-layer metric curves of the head-mean maps, one line per variant."""
+"""Per-layer metric curves of the head-mean maps, one line per variant (one row of panels per model)."""
 
 from __future__ import annotations
 
@@ -38,30 +38,36 @@ def plot_metric_curves(
 ) -> Figure:
     """Per-layer metrics of the head-mean maps, one line per variant (its mean over
     prompts) with a band (default: the 25th–75th percentile across prompts; the metric-curves
-    rule draws the mean's 95 % interval).
+    rule draws the mean's 95 % interval); with a ``model`` column, one row of panels per model.
 
     ``summary`` has columns variant, layer, metric, mean and the two band columns (one
     row per variant × layer × metric, e.g. :func:`attnscope.metrics.summarize` rows with
     ``maps == 'head_mean'`` and a variant column)."""
+    models = list(dict.fromkeys(summary["model"])) if "model" in summary else [None]
     with mpl.rc_context(STYLE):
         width = 4.2 * len(metrics) + 1.2
-        fig = Figure(figsize=(width, 3.6), layout="constrained")
-        axes = fig.subplots(1, len(metrics), squeeze=False)[0]
+        fig = Figure(figsize=(width, 3.6 * len(models)), layout="constrained")
+        grid = fig.subplots(len(models), len(metrics), squeeze=False)
         variants = list(dict.fromkeys(summary["variant"]))
-        for ax, metric in zip(axes, metrics):
-            rows = summary[summary["metric"] == metric]
-            for variant in variants:
-                curve = rows[rows["variant"] == variant].sort_values("layer")
-                if curve.empty:
-                    continue
-                color = variant_color(variant)
-                ax.plot(curve["layer"], curve["mean"], color=color, lw=1.4, label=variant)
-                ax.fill_between(curve["layer"], curve[band[0]], curve[band[1]], color=color, alpha=0.15, lw=0)
-            ax.set_xlabel("layer")
-            ax.set_ylabel(METRIC_LABELS.get(metric, metric))
-            ax.set_title(METRIC_LABELS.get(metric, metric))
-            ax.grid(alpha=0.3)
-        axes[-1].legend(
+        for axes, model in zip(grid, models):
+            of_model = summary if model is None else summary[summary["model"] == model]
+            for ax, metric in zip(axes, metrics):
+                rows = of_model[of_model["metric"] == metric]
+                for variant in variants:
+                    curve = rows[rows["variant"] == variant].sort_values("layer")
+                    if curve.empty:
+                        continue
+                    color = variant_color(variant)
+                    ax.plot(curve["layer"], curve["mean"], color=color, lw=1.4, label=variant)
+                    ax.fill_between(
+                        curve["layer"], curve[band[0]], curve[band[1]], color=color, alpha=0.15, lw=0
+                    )
+                ax.set_xlabel("layer")
+                ax.set_ylabel(METRIC_LABELS.get(metric, metric))
+                label = METRIC_LABELS.get(metric, metric)
+                ax.set_title(label if model is None else f"{model}: {label}")
+                ax.grid(alpha=0.3)
+        grid[0, -1].legend(
             title="variant\n" + textwrap.fill(f"(band: {band_label})", 24),
             frameon=False,
             loc="upper left",
