@@ -33,6 +33,8 @@ class Evidence:
     - ``alignment``: variant → its base-alignment table (trained and the random seeds);
     - ``clues``: generated clues of every variant and experiment: variant, experiment, seed,
       category, k, target, prompt_index, clue, format_ok, chrf, copy_share (:func:`copy_share`);
+    - ``knockout``: per prompt, what each knockout does to the trained clue (knockout jobs of the
+      reference experiments: :func:`attnscope.knockout.prompt_effects`);
     - ``description``: what the model is (its manifest: architecture, size, notes);
     - ``thesis_model``: whether this is the thesis's own model (Mistral-7B).
     """
@@ -44,6 +46,7 @@ class Evidence:
     spectra: dict[str, pd.DataFrame] = field(default_factory=dict)
     alignment: dict[str, pd.DataFrame] = field(default_factory=dict)
     clues: pd.DataFrame | None = None
+    knockout: pd.DataFrame = field(default_factory=pd.DataFrame)
     description: str = ""
     thesis_model: bool = False
     replicates: list[str] = field(default_factory=list)
