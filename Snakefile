@@ -54,6 +54,7 @@ include: "rules/attention.smk"
 include: "rules/spectra.smk"
 include: "rules/theory.smk"
 include: "rules/figures.smk"
+include: "rules/knockout.smk"
 include: "rules/report.smk"
 include: "rules/explore.smk"
 
@@ -66,4 +67,5 @@ rule all:
         rules.attention.input,
         rules.spectra.input,
         rules.theory_checks.output,
+        rules.knockouts.input,
         rules.report.input,

@@ -22,6 +22,7 @@ def claims_spec(wildcards=None):
         },
         "spectra_variants": PLAN.spectra_variants,
         "thesis_models": [m for m in PLAN.models if config["models"][m]["thesis_model"]],
+        "knockouts": KNOCKOUTS,
     }
 
 

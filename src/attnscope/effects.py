@@ -71,6 +71,25 @@ def knockout_variants(options: Mapping[str, Any], num_layers: int) -> list[str]:
     ]
 
 
+def knockout_plan(
+    options: Mapping[str, Any],
+    layers: Mapping[str, int],
+    experiments: Sequence[str],
+    claims_experiments: Sequence[str],
+) -> dict[str, dict[str, list[str]]]:
+    """Model → experiment → its knockouts: ``knockout.experiments`` (default: the claims
+    experiments) × :func:`knockout_variants` on each model's ``layers``."""
+    chosen = claims_experiments if options["experiments"] is None else options["experiments"]
+    unknown = [name for name in chosen if name not in experiments]
+    if unknown:
+        raise ValueError(
+            f"knockout.experiments: no experiment {unknown} (experiments: {', '.join(experiments)})"
+        )
+    return {
+        model: {name: knockout_variants(options, count) for name in chosen} for model, count in layers.items()
+    }
+
+
 def _labels(names: Sequence[str]) -> pd.DataFrame:
     """edges, control, seed, first, last, window of each knockout variant name."""
     parsed = [variants.parse(name) for name in names]

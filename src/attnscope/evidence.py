@@ -81,10 +81,13 @@ def evidence_layout(
     runs: Mapping[str, Mapping[str, Any]],
     spectra_variants: Iterable[str],
     thesis_models: Iterable[str] = (),
+    knockouts: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Per model, the input files of its claims. ``experiments`` are the reference experiments
     (config names, pooled); ``runs`` maps every experiment of the run to its ``variants``,
-    ``seed`` and ``replicate_group`` (the config name its shot-seed replicates share)."""
+    ``seed`` and ``replicate_group`` (the config name its shot-seed replicates share);
+    ``knockouts``: model → experiment → its knockout variants (those of the reference
+    experiments' draws are read)."""
     replicates = [name for name, e in runs.items() if e["replicate_group"] in experiments]
     randoms = [v for v in spectra_variants if variant_names.parse(v).kind == "random"]
 
@@ -112,16 +115,22 @@ def evidence_layout(
             "alignment": {v: f"results/spectra/{model}/{v}_alignment.parquet" for v in ["trained", *randoms]},
             "manifest": f"results/models/{model}/manifest.json",
             "thesis_model": model in set(thesis_models),
+            "knockout": [
+                [variant, name, f"results/knockout/{model}/{variant}/{name}.parquet"]
+                for name, names in (knockouts or {}).get(model, {}).items()
+                if name in replicates
+                for variant in names
+            ],
         }
     return layout
 
 
 def evidence_files(layout: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]]:
     """The files of an :func:`evidence_layout`, by kind (a rule's named inputs)."""
-    kinds = ("metrics", "choices", "clues", "prompts", "spectra", "manifest")
+    kinds = ("metrics", "choices", "clues", "knockout", "prompts", "spectra", "manifest")
     files: dict[str, list[str]] = {kind: [] for kind in kinds}
     for entry in layout.values():
-        for kind in ("metrics", "choices", "clues"):
+        for kind in ("metrics", "choices", "clues", "knockout"):
             files[kind] += [path for _, _, path in entry[kind]]
         files["prompts"] += list(entry["prompts"].values())
         files["spectra"] += [*entry["spectra"].values(), *entry["alignment"].values()]
@@ -169,6 +178,9 @@ def load_evidence(model: str, entry: Mapping[str, Any]) -> Evidence:
         spectra={variant: pd.read_parquet(path) for variant, path in entry["spectra"].items()},
         alignment={variant: pd.read_parquet(path) for variant, path in entry["alignment"].items()},
         clues=pd.concat(clue_frames, ignore_index=True),
+        knockout=pd.concat(
+            [pd.read_parquet(path) for _, _, path in entry["knockout"]] or [pd.DataFrame()]
+        ),
         description=model_description(manifest),
         thesis_model=entry["thesis_model"],
         replicates=list(dict.fromkeys(name for _, name, _ in entry["choices"])),
