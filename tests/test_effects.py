@@ -62,6 +62,18 @@ def test_bad_knockout_options_name_the_key(change, message):
         effects.knockout_variants({**OPTIONS, **change}, 30)
 
 
+def test_the_plan_runs_the_claims_experiments_unless_told():
+    options = {**OPTIONS, "experiments": None}
+    plan = effects.knockout_plan(options, {"a": 2, "b": 20}, ["k3", "k5"], ["k3"])
+    assert plan == {
+        "a": {"k3": effects.knockout_variants(OPTIONS, 2)},
+        "b": {"k3": effects.knockout_variants(OPTIONS, 20)},
+    }
+    assert effects.knockout_plan({**OPTIONS, "experiments": []}, {"a": 2}, ["k3"], ["k3"]) == {"a": {}}
+    with pytest.raises(ValueError, match=r"knockout.experiments: no experiment \['k8'\]"):
+        effects.knockout_plan({**OPTIONS, "experiments": ["k8"]}, {"a": 2}, ["k3", "k5"], ["k3"])
+
+
 # --- per-prompt effects on a tiny model ---
 
 

@@ -153,13 +153,12 @@ def control_comparison(rows: pd.DataFrame, edges: str, alpha: float = 0.05) -> p
         interval = _interval(difference, "difference")
         found.append(
             {"variant": name, "versus": control, "vs_control": interval.estimate,
-             "vs_control_low": interval.low, "vs_control_high": interval.high,
-             "n_targets": interval.n_clusters}
+             "vs_control_low": interval.low, "vs_control_high": interval.high}
         )  # fmt: skip
         per_target.append(difference.groupby("target")["difference"].mean().rename(name))
     if not found:
         return pd.DataFrame(columns=["variant", "versus", "vs_control", "vs_control_low", "vs_control_high",
-                                     "n_targets", "p_adjusted"])  # fmt: skip
+                                     "p_adjusted"])  # fmt: skip
     matrix = pd.concat(per_target, axis=1)  # [target, window]
     test = stats.paired_layer_test(matrix.to_numpy(), alpha=alpha)
     return pd.DataFrame(found).assign(p_adjusted=test.p_adjusted)
@@ -190,7 +189,6 @@ def effects_table(rows: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     table = table.join(counts, on="variant")
     compared = [control_comparison(rows, edges, alpha) for edges in dict.fromkeys(table["edges"])]
     compared = pd.concat([c for c in compared if len(c)] or compared[:1], ignore_index=True)
-    compared = compared.drop(columns=["n_targets"])
     table = table.merge(compared, on="variant", how="left")
     return table.sort_values(["control", "edges", "first", "last"], kind="stable").reset_index(drop=True)
 

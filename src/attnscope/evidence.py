@@ -178,9 +178,7 @@ def load_evidence(model: str, entry: Mapping[str, Any]) -> Evidence:
         spectra={variant: pd.read_parquet(path) for variant, path in entry["spectra"].items()},
         alignment={variant: pd.read_parquet(path) for variant, path in entry["alignment"].items()},
         clues=pd.concat(clue_frames, ignore_index=True),
-        knockout=pd.concat(
-            [pd.read_parquet(path) for _, _, path in entry["knockout"]] or [pd.DataFrame()]
-        ),
+        knockout=pd.concat([pd.read_parquet(path) for _, _, path in entry["knockout"]] or [pd.DataFrame()]),
         description=model_description(manifest),
         thesis_model=entry["thesis_model"],
         replicates=list(dict.fromkeys(name for _, name, _ in entry["choices"])),
