@@ -3,20 +3,21 @@ on few-shot crossword-clue generation (the thesis's chapter 8 as a cached DAG).
 
     snakemake --cores 2                 # the default run (config.yaml)
     snakemake --cores 2 clues           # a named target: data, prompts, clues, attention,
-                                        #   spectra, theory_checks, figures, claims, report
+                                        #   spectra, heads, theory_checks, figures, claims, report
     snakemake --cores 2 --report results/report.html --report-after-run
                                         # the run, then Snakemake's HTML report of it
     snakemake -n                        # what would run
 
 The config is validated (schemas/config.schema.yaml, then cross-checks) before any job.
 
-`snakemake --lint` findings left on purpose:
-- "Specify a conda environment for each rule": every rule runs in one environment, the
-  installed attnscope package (envs/attnscope-cpu.yaml or -cuda.yaml, README "Environments");
-  per-rule environments would each reinstall the library and torch for no isolation gain.
-- "Mixed rules and functions": a stage's input/param functions sit next to the rules that
-  use them (rules/attention.smk, spectra, figures, report), so a stage reads in one file;
-  functions shared by several stages are in rules/common.smk.
+`snakemake --lint` finding left on purpose (tests/test_lint.py checks it is the only one):
+- "Specify a conda environment or container for each rule": every rule runs in one
+  environment, the installed attnscope package (envs/attnscope-cpu.yaml or -cuda.yaml, README
+  "Environments"); per-rule environments would each reinstall the library and torch for no
+  isolation gain.
+Rule files hold rules only: what a rule decides from the config is in the library
+(attnscope.config's plan and slices, attnscope.paths, attnscope.resources), the Snakemake
+helpers that several rule files share (figure outputs, resource requests) in rules/common.smk.
 """
 
 import sys
@@ -25,6 +26,8 @@ from pathlib import Path
 from snakemake.utils import min_version
 
 from attnscope import config as attnscope_config
+from attnscope import mapview as attnscope_mapview
+from attnscope import paths as attnscope_paths
 from attnscope import variants as attnscope_variants
 
 min_version("9.0")
@@ -54,6 +57,7 @@ include: "rules/attention.smk"
 include: "rules/spectra.smk"
 include: "rules/theory.smk"
 include: "rules/figures.smk"
+include: "rules/heads.smk"
 include: "rules/knockout.smk"
 include: "rules/report.smk"
 include: "rules/explore.smk"
@@ -66,6 +70,7 @@ rule all:
         rules.clues.input,
         rules.attention.input,
         rules.spectra.input,
+        rules.heads.input,
         rules.theory_checks.output,
         rules.knockouts.input,
         rules.report.input,

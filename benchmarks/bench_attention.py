@@ -518,7 +518,6 @@ def main() -> None:
     write(
         "attention",
         {
-            "command": "python benchmarks/bench_attention.py",
             "repeats": args.repeats,
             "timing": timing,
             "experiments": experiments,

@@ -16,6 +16,7 @@ page loads or several users make them. The synthetic store has the shape of Mist
 (32 layers × 32 heads × 1024 tokens, 30 prompts; per-head maps kept for the first prompt, as
 ``attention.keep_heads`` keeps them for chosen targets) and is written with the writer and
 chunking ``attention.extract`` uses (``zarrwrite.ShardWriter``, ``attention.COMPRESSOR``, heads last).
+Each measured store's figures go to ``benchmarks/out/explorer-{store}.json``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
-from attnscope import store, zarrwrite
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import write  # noqa: E402
+
+from attnscope import store, zarrwrite  # noqa: E402
 
 SWITCHES = 60
 CLIENTS = (1, 10, 20)
@@ -309,13 +313,14 @@ def main() -> None:
     parser.add_argument("--browser", action="store_true", help="also time the page in headless Chromium")
     args = parser.parse_args()
     if args.results:
-        print(json.dumps(measure(args.results, args.browser, args.store)), flush=True)
+        figures = measure(args.results, args.browser, args.store)
+        write(f"explorer-{figures['store'].replace('/', '-')}", {"synthetic": False, **figures})
     if args.synthetic:
         t0 = time.perf_counter()
         num_layers, num_heads, n = (int(v) for v in args.shape.split(","))
-        write_synthetic(args.synthetic, num_layers, num_heads, n)
+        path = write_synthetic(args.synthetic, num_layers, num_heads, n)
         print(f"synthetic store written in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-        print(json.dumps(measure(args.synthetic, args.browser)), flush=True)
+        write(f"explorer-synthetic-{path.stem}", {"synthetic": True, **measure(args.synthetic, args.browser)})
 
 
 if __name__ == "__main__":

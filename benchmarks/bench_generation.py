@@ -116,7 +116,6 @@ def main() -> None:
     write(
         "generation",
         {
-            "command": "python benchmarks/bench_generation.py",
             "prompts": len(ids),
             "batch_size": args.batch_size,
             "max_new_tokens": args.max_new_tokens,

@@ -34,7 +34,6 @@ def main() -> None:
     write(
         "model_load",
         {
-            "command": "python benchmarks/bench_model_load.py",
             "gguf_load_s": round(gguf_s, 2),
             "cache_load_s": round(cache_s, 2),
             "speedup": round(gguf_s / cache_s, 1),

@@ -17,20 +17,19 @@ Times, best of ``--repeats`` runs each, in one process and side by side:
   route), and torch batched over same-shaped matrices.
 
 Then checks that every eigenvalue above 1e-6·λ_max of every matrix both analyse matches
-WeightWatcher's (``get_ESD``) to a relative 1e-4, prints a table and writes JSON
-(default ``benchmarks/out/spectra.json``). Run it on an otherwise idle machine.
+WeightWatcher's (``get_ESD``) to a relative 1e-4, prints a table and writes
+``benchmarks/out/spectra.json``. Run it on an otherwise idle machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import math
 import os
-import platform
 import re
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -44,7 +43,10 @@ import torch
 from threadpoolctl import threadpool_limits
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
-from attnscope import models, spectra
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import write  # noqa: E402
+
+from attnscope import models, spectra  # noqa: E402
 
 REL_TOL = 1e-4
 FLOOR = 1e-6
@@ -162,7 +164,6 @@ def main() -> None:
     )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", default="benchmarks/out/spectra.json")
     args = parser.parse_args()
     logging.getLogger("weightwatcher").setLevel(logging.WARNING)
     torch.set_num_threads(args.threads)
@@ -257,16 +258,12 @@ def main() -> None:
         "model": args.model_dir or "embedded SmolLM2-135M-Instruct (dequantized Q4_1 GGUF)",
         "matrices": {g.matrix: {"count": len(g.weights), "shape": list(g.shape)} for g in groups},
         "load_average_before_after": [load_before, load_after],
-        "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine()},
         "versions": {
             "torch": torch.__version__, "numpy": np.__version__, "scipy": scipy.__version__,
             "weightwatcher": weightwatcher.__version__,
         },
     }  # fmt: skip
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {out}")
+    write("spectra", report)
 
 
 if __name__ == "__main__":

@@ -155,7 +155,6 @@ def main() -> None:
     jobs = cold_log.count("Finished jobid")
     noop_s, noop_log = snakemake(workdir, args.cores)
     result = {
-        "command": "python benchmarks/bench_workflow.py",
         "cores": args.cores,
         "workdir": str(workdir),
         "cold_run_s": round(cold_s, 1),

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
+import shlex
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +20,8 @@ import yaml
 from attnscope import models
 
 OUT = Path(__file__).resolve().parent / "out"
+LOAD_AT_START = round(os.getloadavg()[0], 2)
+"""The 1-minute load average when the benchmark started (other processes slow it down)."""
 EMBEDDED_SPEC = yaml.safe_load((OUT.parent.parent / "config.yaml").read_text())["models"]["smollm2"]
 """The embedded SmolLM2's spec as config.yaml gives it (init std included)."""
 
@@ -37,20 +44,74 @@ def best_of(repeats: int, fn: Callable[[], Any]) -> tuple[float, Any]:
     return best, result
 
 
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (Linux), else the platform's processor string."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def ram_gib() -> float:
+    """Total physical memory in GiB."""
+    return round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+
+
 def machine() -> dict[str, Any]:
+    """The machine a benchmark ran on: cores, CPU model, RAM, GPU, versions, torch's threads."""
     return {
+        "cores": os.cpu_count(),
+        "cpu": cpu_model(),
+        "ram_gib": ram_gib(),
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "python": platform.python_version(),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
-        "cpu": platform.processor() or platform.machine(),
+        "load_average_1min_start_end": [LOAD_AT_START, round(os.getloadavg()[0], 2)],
+    }
+
+
+MEASURED = ("src", "benchmarks/*.py", "rules", "scripts", "Snakefile", "config.yaml", "pyproject.toml")
+"""The paths whose changes change what a benchmark measures (not docs, not other results)."""
+
+
+def git_commit() -> str:
+    """The checkout's commit, with ``-dirty`` if the code or config measured differs from it."""
+    root = OUT.parent.parent
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True).stdout.strip()
+
+    commit = git("rev-parse", "HEAD") or "unknown"
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", *MEASURED)
+    return commit + ("-dirty" if changed else "")
+
+
+def provenance() -> dict[str, Any]:
+    """How a result came about: the machine, the command line, the git commit, the UTC date."""
+    script = Path(sys.argv[0]).resolve()
+    try:
+        script = script.relative_to(OUT.parent.parent)
+    except ValueError:
+        pass
+    return {
+        "machine": machine(),
+        "command": shlex.join(["python", str(script), *sys.argv[1:]]),
+        "commit": git_commit(),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
     }
 
 
 def write(name: str, result: dict[str, Any]) -> Path:
-    """Write ``benchmarks/out/{name}.json`` and print it."""
+    """Write ``benchmarks/out/{name}.json`` (to a temporary file, then renamed) and print it."""
     OUT.mkdir(exist_ok=True)
     path = OUT / f"{name}.json"
-    payload = {"benchmark": name, "machine": machine(), **result}
-    path.write_text(json.dumps(payload, indent=2) + "\n")
-    print(json.dumps(payload, indent=2))
+    payload = {"benchmark": name, **provenance(), **result}
+    text = json.dumps(payload, indent=2) + "\n"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    print(text, end="")
     return path

@@ -3,26 +3,17 @@
 # config section `attention:`.
 
 
-def attention_options(wildcards):
-    return {key: config["attention"][key] for key in ("append_clue", "keep_heads", "kernel", "share_prefix")}
-
-
-def attention_clues(wildcards):
-    """The generated clues to append, when attention.append_clue is on."""
-    if not config["attention"]["append_clue"]:
-        return []
-    return f"results/clues/{wildcards.model}/{wildcards.variant}/{wildcards.experiment}.parquet"
-
-
 rule extract_attention:
     input:
-        prompts="results/prompts/{model}/{experiment}.parquet",
-        clues=attention_clues,
-        manifest="results/models/{model}/manifest.json",
+        prompts=attnscope_paths.PROMPTS,
+        clues=attnscope_paths.CLUES if config["attention"]["append_clue"] else [],  # the clues to append
+        manifest=attnscope_paths.MANIFEST,
     output:
-        store=directory("results/attention/{model}/{variant}/{experiment}.zarr"),
+        store=directory(attnscope_paths.ATTENTION_STORE),
     params:
-        attention=attention_options,
+        attention=lambda wc: attnscope_config.config_slice(
+            config, "attention", attnscope_config.ATTENTION_KEYS
+        ),
         load=load_options,
     log:
         "results/logs/extract_attention/{model}/{variant}/{experiment}.log",
@@ -37,12 +28,12 @@ rule extract_attention:
 
 rule attention_metrics:
     input:
-        store="results/attention/{model}/{variant}/{experiment}.zarr",
+        store=attnscope_paths.ATTENTION_STORE,
     output:
-        metrics="results/metrics/{model}/{variant}/{experiment}.parquet",
-        summary="results/metrics/{model}/{variant}/{experiment}.summary.parquet",
-        markdown="results/metrics/{model}/{variant}/{experiment}.summary.md",
-        choices="results/metrics/{model}/{variant}/{experiment}.choices.parquet",
+        metrics=attnscope_paths.METRICS,
+        summary=attnscope_paths.METRICS_SUMMARY,
+        markdown=attnscope_paths.METRICS_SUMMARY_MD,
+        choices=attnscope_paths.CHOICES,
     params:
         epsilon=lambda wc: config["attention"]["epsilon"],
     log:
@@ -57,5 +48,5 @@ rule attention_metrics:
 
 rule attention:
     input:
-        runs("results/metrics/{model}/{variant}/{experiment}.parquet"),
-        runs("results/metrics/{model}/{variant}/{experiment}.summary.md"),
+        runs(attnscope_paths.METRICS),
+        runs(attnscope_paths.METRICS_SUMMARY_MD),

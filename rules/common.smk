@@ -13,7 +13,7 @@ wildcard_constraints:
 
 # Every output lies under results/: a file of that name stops the run here, with a message,
 # rather than in Snakemake's DAG inventory with a traceback; onstart checks it is writable.
-attnscope_config.check_results_dir("results")
+attnscope_config.check_results_dir(attnscope_paths.RESULTS)
 
 
 def model_spec(wildcards):
@@ -38,6 +38,65 @@ def runs(pattern, **extra):
     ]
 
 
+# Figures: each written as PNG and SVG, the PNG marked for the HTML report with its caption
+# (report/{caption}.rst). Used by rules/figures.smk.
+
+FIGURE_FORMATS = ("png", "svg")
+
+
+def figure_paths(stem):
+    return [f"{stem}.{ext}" for ext in FIGURE_FORMATS]
+
+
+def figure_outputs(stem, caption, category, subcategory=None, labels=None, prefix=""):
+    """{png, svg} outputs of one figure (named ``{prefix}png``, ``{prefix}svg``); the PNG goes into
+    the report with its caption."""
+    return {
+        f"{prefix}png": report(
+            f"{stem}.png",
+            caption=f"../report/{caption}.rst",
+            category=category,
+            subcategory=subcategory,
+            labels=labels,
+        ),
+        f"{prefix}svg": f"{stem}.svg",
+    }
+
+
+def figure_set_outputs(folder, figures, category):
+    """The outputs of several figures one job draws: ``figures`` maps a file stem (also its
+    caption's name in report/) to its thesis-figure label; outputs ``{stem}_png``, ``{stem}_svg``."""
+    outputs = {}
+    for stem, label in figures.items():
+        outputs.update(
+            figure_outputs(f"{folder}/{stem}", stem, category, labels={"figure": label}, prefix=f"{stem}_")
+        )
+    return outputs
+
+
+def figure_targets(spectra_figures, theory_figures):
+    """Every figure, clue table and comparison of the selected models (PNG and SVG; the map
+    figures of a store as its folder, see rule attention_figures); ``spectra_figures`` and
+    ``theory_figures``: the file stems of those figures."""
+    files = []
+    for model in PLAN.models:
+        stores = dict.fromkeys((experiment, variant) for experiment, variant, _, _ in PLAN.map_figures)
+        files += [attnscope_paths.MAP_FIGURES.format(model=model, variant=v, experiment=e) for e, v in stores]
+        for experiment in PLAN.experiments:
+            if experiment in PLAN.replicate_groups():  # one curve figure pools the replicates
+                curves = attnscope_paths.METRIC_CURVES.format(model=model, experiment=experiment)
+                files += figure_paths(curves)
+            files += [
+                attnscope_paths.VARIANT_CLUES_CSV.format(model=model, experiment=experiment),
+                attnscope_paths.VARIANT_CLUES_HTML.format(model=model, experiment=experiment),
+            ]
+        for name in spectra_figures:
+            files += figure_paths(f"{attnscope_paths.MODEL_FIGURES.format(model=model)}/{name}")
+    for name in theory_figures:
+        files += figure_paths(f"{attnscope_paths.THEORY_FIGURES}/{name}")
+    return files
+
+
 # Resource requests (docs/cluster.md). Every rule declares mem_mb and runtime (minutes);
 # rules that run a model also declare gpu: 0 unless the model's spec says device: cuda,
 # then as many GPUs as its weights need. Sizes come from the prepared model's manifest
@@ -50,47 +109,12 @@ MODEL_THREADS = 4
 (never workflow.cores: a cluster run has no total core count)."""
 
 
-def model_size(wildcards, input=None):
-    manifest = input.get("manifest") if input is not None else None
-    return attnscope_resources.model_size(model_spec(wildcards), manifest)
-
-
-def _model_job(stage, wildcards, input):
-    spec = model_spec(wildcards)
-    if stage == "prepare_model":  # sized from the spec: the manifest is its output
-        return attnscope_resources.prepare_resources(spec, model_size(wildcards))
-    size = model_size(wildcards, input)
-    if stage == "generate_clues":
-        experiment = experiment_plan(wildcards)
-        return attnscope_resources.generation_resources(
-            spec,
-            size,
-            wildcards.variant,
-            n_prompts=len(experiment.targets),
-            tokens=attnscope_resources.prompt_tokens(input.get("prompts"), experiment.k),
-            max_new_tokens=config["generation"]["max_new_tokens"],
-            batch_size=config["generation"]["batch_size"],
-        )
-    if stage == "extract_attention":
-        experiment = experiment_plan(wildcards)
-        return attnscope_resources.attention_resources(
-            spec,
-            size,
-            wildcards.variant,
-            n_prompts=len(experiment.targets),
-            tokens=attnscope_resources.prompt_tokens(input.get("prompts"), experiment.k),
-        )
-    if stage == "weight_spectra":
-        return attnscope_resources.spectra_resources(size, config["spectra"]["device"])
-    raise ValueError(f"no resource estimate for stage {stage!r}")
-
-
 def model_resources(stage):
     """mem_mb, runtime and gpu of a model job, for `resources: **model_resources("<rule>")`."""
 
     def request(key):
         return lambda wildcards, input, attempt: getattr(
-            _model_job(stage, wildcards, input).for_attempt(attempt), key
+            attnscope_resources.model_job(stage, config, PLAN, wildcards, input).for_attempt(attempt), key
         )
 
     return {key: request(key) for key in ("mem_mb", "runtime", "gpu")}
@@ -105,7 +129,7 @@ def fixed_resources(mem_mb, runtime):
 
 
 onstart:
-    attnscope_config.check_results_dir("results", writable=True)
+    attnscope_config.check_results_dir(attnscope_paths.RESULTS, writable=True)
     # CUDA asked for where none exists: fail before the first job, not inside one. Locally
     # torch must see a GPU; on SLURM the head node may have none, so the cluster must
     # offer GPUs (each job checks its own node again when it loads the model).

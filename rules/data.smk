@@ -5,8 +5,8 @@ rule import_clues:
     input:
         [entry["path"] for entry in config["data"]["clue_files"]],
     output:
-        clues="results/data/clues.parquet",
-        report="results/data/import_report.json",
+        clues=attnscope_paths.IMPORTED_CLUES,
+        report=attnscope_paths.IMPORT_REPORT,
     params:
         clue_files=config["data"]["clue_files"],
     log:
@@ -21,10 +21,10 @@ rule import_clues:
 
 rule check_targets:
     input:
-        clues="results/data/clues.parquet",
-        report="results/data/import_report.json",
+        clues=attnscope_paths.IMPORTED_CLUES,
+        report=attnscope_paths.IMPORT_REPORT,
     output:
-        report="results/data/targets/{experiment}.json",
+        report=attnscope_paths.TARGET_REPORT,
     params:
         category=lambda wc: experiment_plan(wc).category,
         targets=lambda wc: experiment_plan(wc).targets,

@@ -4,21 +4,22 @@
 # server without Snakemake (other ports, hosts, results folders).
 
 
-def _scale(value):
-    return "none" if value is None else value
-
-
 rule explore:
     localrule: True
     input:
         rules.attention.input,
     params:
-        results="results",
+        results=lambda wc: attnscope_paths.RESULTS,
         host="127.0.0.1",
         port=8765,
-        color_max_token=_scale(config["figures"]["color_max"]["token"]),
-        color_max_word=_scale(config["figures"]["color_max"]["word"]),
+        color_max_token=config["figures"]["color_max"]["token"],  # None: the CLI's none
+        color_max_word=config["figures"]["color_max"]["word"],
+    log:
+        "results/logs/explore.log",
     shell:
-        # the `attnscope` command of this Python (sys.executable: the environment running Snakemake)
-        f"{sys.executable} -m attnscope.explorer explore {params.results} --host {params.host} --port {params.port}"
+        # the `attnscope` command of this Python (sys.executable: the environment running Snakemake);
+        # what it prints goes to the terminal and the log
+        f"{sys.executable} -m attnscope.explorer explore"
+        " {params.results} --host {params.host} --port {params.port}"
         " --color-max-token {params.color_max_token} --color-max-word {params.color_max_word}"
+        " 2>&1 | tee {log}"

@@ -2,91 +2,26 @@
 # PNG and SVG under results/figures/ and marked for the HTML report with a caption (report/).
 
 
-FIGURE_FORMATS = ("png", "svg")
-FIGURE_KEYS = ("dpi", "grid_layers", "cosine_layers", "pass_columns", "color_max")
-"""The `figures:` keys the attention-map figures depend on (their params, hence rerun trigger)."""
-
-
-MAP_KINDS = {
-    "token_grid": "token-level maps, 2×2 layers",
-    "word_grid": "word-level maps, 2×2 layers",
-    "cosine": "embedding cosine beside attention",
-    "word_pass": "word-level maps, every layer",
-    "token_pass": "token-level maps, every layer",
-    "thesis_grid": "the thesis's word-level maps (its notebook's words, prompt only), its layers, per-panel scales",
-}
-
-
-def map_labels(wildcards):
-    """The report labels of a map figure (``wildcards`` has its target and kind, from the report's
-    file pattern): its target and kind, and whether it draws the clue."""
-    clue = config["attention"]["append_clue"] and wildcards.kind != "thesis_grid"
-    kind = MAP_KINDS[wildcards.kind] + (", prompt + generated clue" if clue else ", prompt only")
-    return {"target": wildcards.target, "figure": kind}
-
-
-def store_maps(wildcards):
-    """The map figures of one store: target slug (its folder) → the target word and its kinds."""
-    maps = {}
-    for (experiment, variant, slug, kind), target in PLAN.map_figures.items():
-        if (experiment, variant) == (wildcards.experiment, wildcards.variant):
-            maps.setdefault(slug, {"target": target, "kinds": []})["kinds"].append(kind)
-    return maps
-
-
-def figure_options(wildcards):
-    return {key: config["figures"][key] for key in FIGURE_KEYS}
-
-
-def figure_paths(stem):
-    return [f"{stem}.{ext}" for ext in FIGURE_FORMATS]
-
-
-def figure_outputs(stem, caption, category, subcategory=None, labels=None, prefix=""):
-    """{png, svg} outputs of one figure (named ``{prefix}png``, ``{prefix}svg``); the PNG goes into
-    the report with its caption."""
-    return {
-        f"{prefix}png": report(
-            f"{stem}.png",
-            caption=f"../report/{caption}.rst",
-            category=category,
-            subcategory=subcategory,
-            labels=labels,
-        ),
-        f"{prefix}svg": f"{stem}.svg",
-    }
-
-
-def figure_set_outputs(folder, figures, category):
-    """The outputs of several figures one job draws: ``figures`` maps a file stem (also its
-    caption's name in report/) to its thesis-figure label; outputs ``{stem}_png``, ``{stem}_svg``."""
-    outputs = {}
-    for stem, label in figures.items():
-        outputs.update(
-            figure_outputs(f"{folder}/{stem}", stem, category, labels={"figure": label}, prefix=f"{stem}_")
-        )
-    return outputs
-
-
-MAPS = "results/figures/{model}/{variant}/{experiment}"
-"""The folder of one store's map figures: ``{target}/{kind}.{png,svg}`` for each of its figures."""
-
-
 rule attention_figures:
     input:
-        store="results/attention/{model}/{variant}/{experiment}.zarr",
+        store=attnscope_paths.ATTENTION_STORE,
     output:
         maps=report(
-            directory(MAPS),
+            directory(attnscope_paths.MAP_FIGURES),
             patterns=["{target}/{kind}.png"],
             caption="../report/attention_maps.rst",
             category=lambda wc: "Full passes over all layers" if wc.kind.endswith("_pass") else "Attention maps",
             subcategory="{experiment} · {variant}",
-            labels=map_labels,
+            labels=lambda wc: {  # wc: the target and kind, from the file pattern
+                "target": wc.target,
+                "figure": attnscope_mapview.map_label(wc.kind, config["attention"]["append_clue"]),
+            },
         ),
     params:
-        figures=figure_options,
-        maps=store_maps,
+        figures=lambda wc: attnscope_config.config_slice(
+            config, "figures", attnscope_config.FIGURE_KEYS
+        ),
+        maps=lambda wc: PLAN.store_maps(wc.experiment, wc.variant),
         formats=FIGURE_FORMATS,
         experiment=lambda wc: {"category": experiment_plan(wc).category, "k": experiment_plan(wc).k},  # caption
         append_clue=lambda wc: config["attention"]["append_clue"],  # caption
@@ -100,31 +35,21 @@ rule attention_figures:
         "../scripts/figures_attention.py"
 
 
-def replicate_metrics(wildcards):
-    """The metrics tables of every variant of every shot-seed replicate of an experiment."""
-    return [
-        f"results/metrics/{wildcards.model}/{variant}/{name}.parquet"
-        for name in PLAN.replicates(wildcards.experiment)
-        for variant in PLAN.experiments[name].variants
-    ]
-
-
 rule metric_curves:
     """One experiment's per-layer metric curves with the 95 % interval of the mean across its
     prompts and shot-seed replicates (targets resampled), one line per variant."""
     input:
-        metrics=replicate_metrics,
+        metrics=lambda wc: [
+            attnscope_paths.METRICS.format(model=wc.model, variant=variant, experiment=name)
+            for variant, name in PLAN.replicate_runs(wc.experiment)
+        ],
     output:
         **figure_outputs(
-            "results/figures/{model}/{experiment}_metric_curves", "metric_curves", "Metric curves by layer",
+            attnscope_paths.METRIC_CURVES, "metric_curves", "Metric curves by layer",
             labels={"experiment": "{experiment}"},
         ),
     params:
-        tables=lambda wc: [
-            [variant, name]
-            for name in PLAN.replicates(wc.experiment)
-            for variant in PLAN.experiments[name].variants
-        ],
+        tables=lambda wc: PLAN.replicate_runs(wc.experiment),
         metrics=lambda wc: config["figures"]["curve_metrics"],
         dpi=lambda wc: config["figures"]["dpi"],
         experiment=lambda wc: {"category": experiment_plan(wc).category, "k": experiment_plan(wc).k},
@@ -138,7 +63,6 @@ rule metric_curves:
         "../scripts/figures_metrics.py"
 
 
-SPECTRA = "results/spectra/{model}"
 SPECTRA_FIGURES = {
     "spectra_random": "A.19 random init",
     "spectra_attention": "A.20 W_q, W_k, W_v, W_o",
@@ -155,14 +79,14 @@ RANDOM_SEEDS = [v for v in PLAN.spectra_variants if attnscope_variants.parse(v).
 
 rule spectra_figures:
     input:
-        trained=f"{SPECTRA}/trained.parquet",
-        trained_sv=f"{SPECTRA}/trained.zarr",
-        trained_alignment=f"{SPECTRA}/trained_alignment.parquet",
-        random=f"{SPECTRA}/{PLAN.random_variant}.parquet",
-        random_alignment=f"{SPECTRA}/{PLAN.random_variant}_alignment.parquet",
-        seeds_sv=[f"{SPECTRA}/{v}.zarr" for v in RANDOM_SEEDS],
+        trained=attnscope_paths.fill(attnscope_paths.SPECTRA, variant="trained"),
+        trained_sv=attnscope_paths.fill(attnscope_paths.SINGULAR_VALUES, variant="trained"),
+        trained_alignment=attnscope_paths.fill(attnscope_paths.ALIGNMENT, variant="trained"),
+        random=attnscope_paths.fill(attnscope_paths.SPECTRA, variant=PLAN.random_variant),
+        random_alignment=attnscope_paths.fill(attnscope_paths.ALIGNMENT, variant=PLAN.random_variant),
+        seeds_sv=[attnscope_paths.fill(attnscope_paths.SINGULAR_VALUES, variant=v) for v in RANDOM_SEEDS],
     output:
-        **figure_set_outputs("results/figures/{model}", SPECTRA_FIGURES, "Weight spectra"),
+        **figure_set_outputs(attnscope_paths.MODEL_FIGURES, SPECTRA_FIGURES, "Weight spectra"),
     params:
         random_variant=PLAN.random_variant,
         random_seeds=RANDOM_SEEDS,
@@ -179,9 +103,11 @@ rule spectra_figures:
 
 rule theory_figures:
     output:
-        **figure_set_outputs("results/figures/theory", THEORY_FIGURES, "Theory"),
+        **figure_set_outputs(attnscope_paths.THEORY_FIGURES, THEORY_FIGURES, "Theory"),
     params:
-        theory=lambda wc: {key: config["theory"][key] for key in ("seed", "slerp_dim", "slerp_pairs", "slerp_length")},
+        theory=lambda wc: attnscope_config.config_slice(
+            config, "theory", attnscope_config.THEORY_FIGURE_KEYS
+        ),
         mp_shapes=lambda wc: config["figures"]["mp_shapes"],
         dpi=lambda wc: config["figures"]["dpi"],
     log:
@@ -197,17 +123,18 @@ rule theory_figures:
 rule clue_comparison:
     input:
         clues=lambda wc: [
-            f"results/clues/{wc.model}/{variant}/{wc.experiment}.parquet" for variant in experiment_plan(wc).variants
+            attnscope_paths.CLUES.format(model=wc.model, variant=variant, experiment=wc.experiment)
+            for variant in experiment_plan(wc).variants
         ],
         tables=lambda wc: [
-            f"results/tables/{wc.model}/{variant}/{wc.experiment}_clues.csv"
+            attnscope_paths.CLUE_TABLE_CSV.format(model=wc.model, variant=variant, experiment=wc.experiment)
             for variant in experiment_plan(wc).variants
         ],
     output:
-        csv="results/tables/{model}/{experiment}_variants.csv",
-        markdown="results/tables/{model}/{experiment}_variants.md",
+        csv=attnscope_paths.VARIANT_CLUES_CSV,
+        markdown=attnscope_paths.VARIANT_CLUES_MD,
         html=report(
-            "results/figures/{model}/{experiment}_clues.html", caption="../report/clue_tables.rst",
+            attnscope_paths.VARIANT_CLUES_HTML, caption="../report/clue_tables.rst",
             category="Clue tables", labels={"experiment": "{experiment}"},
         ),
     params:
@@ -222,26 +149,6 @@ rule clue_comparison:
         "../scripts/clue_comparison.py"
 
 
-def figure_targets():
-    """Every figure, clue table and comparison of the selected models (PNG and SVG; the map
-    figures of a store as its folder, see rule attention_figures)."""
-    files = []
-    for model in PLAN.models:
-        stores = dict.fromkeys((experiment, variant) for experiment, variant, _, _ in PLAN.map_figures)
-        files += [MAPS.format(model=model, variant=v, experiment=e) for e, v in stores]
-        for experiment in PLAN.experiments:
-            if experiment in PLAN.replicate_groups():  # one curve figure pools the replicates
-                files += figure_paths(f"results/figures/{model}/{experiment}_metric_curves")
-            files += [
-                f"results/tables/{model}/{experiment}_variants.csv",
-                f"results/figures/{model}/{experiment}_clues.html",
-            ]
-        for name in SPECTRA_FIGURES:
-            files += figure_paths(f"results/figures/{model}/{name}")
-    files += [p for name in THEORY_FIGURES for p in figure_paths(f"results/figures/theory/{name}")]
-    return files
-
-
 rule figures:
     input:
-        figure_targets(),
+        figure_targets(SPECTRA_FIGURES, THEORY_FIGURES),

@@ -3,12 +3,12 @@
 
 rule generate_clues:
     input:
-        prompts="results/prompts/{model}/{experiment}.parquet",
-        manifest="results/models/{model}/manifest.json",
+        prompts=attnscope_paths.PROMPTS,
+        manifest=attnscope_paths.MANIFEST,
     output:
-        clues="results/clues/{model}/{variant}/{experiment}.parquet",
-        summary="results/clues/{model}/{variant}/{experiment}.summary.json",
-        timing="results/clues/{model}/{variant}/{experiment}.timing.tsv",
+        clues=attnscope_paths.CLUES,
+        summary=attnscope_paths.CLUE_SUMMARY,
+        timing=attnscope_paths.CLUE_TIMING,
     params:
         generation=config["generation"],
         load=load_options,
@@ -25,10 +25,10 @@ rule generate_clues:
 
 rule clue_table:
     input:
-        clues="results/clues/{model}/{variant}/{experiment}.parquet",
+        clues=attnscope_paths.CLUES,
     output:
-        csv="results/tables/{model}/{variant}/{experiment}_clues.csv",
-        markdown="results/tables/{model}/{variant}/{experiment}_clues.md",
+        csv=attnscope_paths.CLUE_TABLE_CSV,
+        markdown=attnscope_paths.CLUE_TABLE_MD,
     log:
         "results/logs/clue_table/{model}/{variant}/{experiment}.log",
     benchmark:
@@ -41,5 +41,5 @@ rule clue_table:
 
 rule clues:
     input:
-        runs("results/tables/{model}/{variant}/{experiment}_clues.csv"),
-        runs("results/tables/{model}/{variant}/{experiment}_clues.md"),
+        runs(attnscope_paths.CLUE_TABLE_CSV),
+        runs(attnscope_paths.CLUE_TABLE_MD),

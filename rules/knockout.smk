@@ -10,7 +10,7 @@ KNOCKOUTS = attnscope_effects.knockout_plan(
     # Layer counts: the prepared manifest, else the spec (tiny-random) or attnscope.resources.KNOWN.
     {
         model: attnscope_resources.model_size(
-            config["models"][model], f"results/models/{model}/manifest.json"
+            config["models"][model], attnscope_paths.MANIFEST.format(model=model)
         ).layers
         for model in PLAN.models
     },
@@ -18,22 +18,20 @@ KNOCKOUTS = attnscope_effects.knockout_plan(
     PLAN.claims_experiments,
 )
 """Model → experiment → the knockout variants run on its prompts."""
-KNOCKOUT_ROWS = "results/knockout/{model}/{variant}/{experiment}.parquet"
-KNOCKOUT_EFFECTS = "results/knockout/{model}/{experiment}"
 
 
 rule knockout:
     """Per prompt: the trained clue's log-probability with and without the knockout (and, with
     knockout.greedy, the knocked-out greedy clue scored against it)."""
     input:
-        prompts="results/prompts/{model}/{experiment}.parquet",
-        clues="results/clues/{model}/trained/{experiment}.parquet",
-        manifest="results/models/{model}/manifest.json",
+        prompts=attnscope_paths.PROMPTS,
+        clues=attnscope_paths.fill(attnscope_paths.CLUES, variant="trained"),
+        manifest=attnscope_paths.MANIFEST,
     output:
-        KNOCKOUT_ROWS,
+        rows=attnscope_paths.KNOCKOUT,
     params:
         greedy=lambda wc: config["knockout"]["greedy"],
-        generation=lambda wc: {key: config["generation"][key] for key in ("max_new_tokens", "clean_up")},
+        generation=lambda wc: attnscope_config.config_slice(config, "generation", ("max_new_tokens", "clean_up")),
         load=load_options,
     log:
         "results/logs/knockout/{model}/{variant}/{experiment}.log",
@@ -50,12 +48,15 @@ rule knockout_effects:
     """One experiment's knockouts: per edge set and window the mean effect with its interval, and
     the paired comparison with the random control; the figure of effect by window × edge set."""
     input:
-        rows=lambda wc: expand(KNOCKOUT_ROWS, variant=KNOCKOUTS[wc.model][wc.experiment], allow_missing=True),
+        rows=lambda wc: [
+            attnscope_paths.KNOCKOUT.format(model=wc.model, variant=variant, experiment=wc.experiment)
+            for variant in KNOCKOUTS[wc.model][wc.experiment]
+        ],
     output:
-        table=f"{KNOCKOUT_EFFECTS}.parquet",
-        markdown=f"{KNOCKOUT_EFFECTS}.md",
+        table=attnscope_paths.KNOCKOUT_EFFECTS,
+        markdown=attnscope_paths.KNOCKOUT_EFFECTS_MD,
         **figure_outputs(
-            "results/figures/{model}/{experiment}_knockout", "knockout_effects", "Knockout effects",
+            attnscope_paths.KNOCKOUT_FIGURE, "knockout_effects", "Knockout effects",
             labels={"experiment": "{experiment}"},
         ),
     params:
@@ -79,7 +80,7 @@ rule knockouts:
             for experiment, names in runs.items()
             if names
             for path in [
-                KNOCKOUT_EFFECTS.format(model=model, experiment=experiment) + ".md",
-                *figure_paths(f"results/figures/{model}/{experiment}_knockout"),
+                attnscope_paths.KNOCKOUT_EFFECTS_MD.format(model=model, experiment=experiment),
+                *figure_paths(attnscope_paths.KNOCKOUT_FIGURE.format(model=model, experiment=experiment)),
             ]
         ],

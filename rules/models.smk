@@ -4,7 +4,7 @@
 
 rule prepare_model:
     output:
-        manifest="results/models/{model}/manifest.json",
+        manifest=attnscope_paths.MANIFEST,
     params:
         spec=lambda wc: attnscope_config.model_build_spec(model_spec(wc)),
     log:

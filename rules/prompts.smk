@@ -3,11 +3,11 @@
 
 rule build_prompts:
     input:
-        clues="results/data/clues.parquet",
-        manifest="results/models/{model}/manifest.json",
+        clues=attnscope_paths.IMPORTED_CLUES,
+        manifest=attnscope_paths.MANIFEST,
         target_files=lambda wc: experiment_plan(wc).target_files,
     output:
-        prompts="results/prompts/{model}/{experiment}.parquet",
+        prompts=attnscope_paths.PROMPTS,
     params:
         experiment=lambda wc: experiment_plan(wc).prompt_spec,
         targets=lambda wc: experiment_plan(wc).targets,
@@ -25,4 +25,4 @@ rule build_prompts:
 
 rule prompts:
     input:
-        sorted(set(runs("results/prompts/{model}/{experiment}.parquet"))),
+        sorted(set(runs(attnscope_paths.PROMPTS))),

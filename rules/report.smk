@@ -10,36 +10,21 @@ from attnscope import evidence as attnscope_evidence
 report: "../report/workflow.rst"
 
 
-def claims_spec(wildcards=None):
-    """What the claims are measured on: the models, the reference experiments (`claims.experiment`)
-    and every experiment's variants, seed and replicate group; attnscope.evidence lays out the files."""
-    return {
-        "models": PLAN.models,
-        "experiments": PLAN.claims_experiments,
-        "runs": {
-            name: {"variants": e.variants, "seed": e.seed, "replicate_group": e.replicate_group}
-            for name, e in PLAN.experiments.items()
-        },
-        "spectra_variants": PLAN.spectra_variants,
-        "thesis_models": [m for m in PLAN.models if config["models"][m]["thesis_model"]],
-        "knockouts": KNOCKOUTS,
-    }
-
-
-def claims_inputs(wildcards):
-    return attnscope_evidence.evidence_files(attnscope_evidence.evidence_layout(**claims_spec()))
-
-
 rule claims:
     input:
-        unpack(claims_inputs),
+        # every model's evidence (attnscope.evidence lays out the files), by kind
+        unpack(
+            lambda wc: attnscope_evidence.evidence_files(
+                attnscope_evidence.evidence_layout(**PLAN.claims_spec(), knockouts=KNOCKOUTS)
+            )
+        ),
     output:
-        table="results/claims.parquet",
-        sensitivity="results/claims_sensitivity.parquet",
-        markdown="results/claims.md",
-        html=report("results/claims.html", caption="../report/claims.rst", category="Thesis claims"),
+        table=attnscope_paths.CLAIMS,
+        sensitivity=attnscope_paths.CLAIMS_SENSITIVITY,
+        markdown=attnscope_paths.CLAIMS_MD,
+        html=report(attnscope_paths.CLAIMS_HTML, caption="../report/claims.rst", category="Thesis claims"),
     params:
-        claims=claims_spec,
+        claims=lambda wc: {**PLAN.claims_spec(), "knockouts": KNOCKOUTS},
         bands=lambda wc: config["claims"]["bands"],
     log:
         "results/logs/claims.log",

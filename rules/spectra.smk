@@ -1,25 +1,18 @@
 # Weight spectra of every attention and MLP matrix, the base alignment Tr(W_qᵀW_k) per head,
 # and the learned-vs-random comparison (docs/spectra.md); config section `spectra:`.
 
-# The `spectra:` keys that decide weight_spectra's outputs (its params, hence its rerun trigger);
-# variants and random_variant only decide which jobs exist.
-SPECTRA_KEYS = ("include_embeddings", "method", "device", "max_batch_mb", "randomize", "seed")
-
-
-def spectra_options(wildcards):
-    return {key: config["spectra"][key] for key in SPECTRA_KEYS}
-
-
 rule weight_spectra:
     input:
-        manifest="results/models/{model}/manifest.json",
+        manifest=attnscope_paths.MANIFEST,
     output:
-        table="results/spectra/{model}/{variant}.parquet",
-        zarr=directory("results/spectra/{model}/{variant}.zarr"),
-        alignment="results/spectra/{model}/{variant}_alignment.parquet",
-        qk_circuits="results/spectra/{model}/{variant}_qk_circuits.parquet",
+        table=attnscope_paths.SPECTRA,
+        zarr=directory(attnscope_paths.SINGULAR_VALUES),
+        alignment=attnscope_paths.ALIGNMENT,
+        qk_circuits=attnscope_paths.QK_CIRCUITS,
     params:
-        spectra=spectra_options,
+        spectra=lambda wc: attnscope_config.config_slice(
+            config, "spectra", attnscope_config.SPECTRA_KEYS
+        ),
         model=lambda wc: attnscope_config.model_build_spec(model_spec(wc)),
     log:
         "results/logs/weight_spectra/{model}/{variant}.log",
@@ -34,11 +27,11 @@ rule weight_spectra:
 
 rule spectra_comparison:
     input:
-        trained="results/spectra/{model}/trained.parquet",
-        random=lambda wc: f"results/spectra/{wc.model}/{PLAN.random_variant}.parquet",
+        trained=attnscope_paths.fill(attnscope_paths.SPECTRA, variant="trained"),
+        random=attnscope_paths.fill(attnscope_paths.SPECTRA, variant=PLAN.random_variant),
     output:
-        table="results/spectra/{model}/learned_vs_random.parquet",
-        markdown="results/spectra/{model}/learned_vs_random.md",
+        table=attnscope_paths.LEARNED_VS_RANDOM,
+        markdown=attnscope_paths.LEARNED_VS_RANDOM_MD,
     params:
         random_variant=PLAN.random_variant,
     log:
@@ -54,9 +47,18 @@ rule spectra_comparison:
 rule spectra:
     input:
         [
-            f"results/spectra/{model}/{variant}{suffix}"
+            pattern.format(model=model, variant=variant)
             for model in PLAN.models
             for variant in PLAN.spectra_variants
-            for suffix in (".parquet", ".zarr", "_alignment.parquet", "_qk_circuits.parquet")
+            for pattern in (
+                attnscope_paths.SPECTRA,
+                attnscope_paths.SINGULAR_VALUES,
+                attnscope_paths.ALIGNMENT,
+                attnscope_paths.QK_CIRCUITS,
+            )
         ],
-        expand("results/spectra/{model}/learned_vs_random.{ext}", model=PLAN.models, ext=("parquet", "md")),
+        [
+            pattern.format(model=model)
+            for model in PLAN.models
+            for pattern in (attnscope_paths.LEARNED_VS_RANDOM, attnscope_paths.LEARNED_VS_RANDOM_MD)
+        ],

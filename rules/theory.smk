@@ -3,8 +3,8 @@
 
 rule theory_checks:
     output:
-        table="results/theory/checks.parquet",
-        markdown="results/theory/checks.md",
+        table=attnscope_paths.THEORY_CHECKS,
+        markdown=attnscope_paths.THEORY_CHECKS_MD,
     params:
         theory=lambda wc: config["theory"],
     log:

@@ -12,7 +12,7 @@ table = metrics.metrics_table(snakemake.input.store, epsilon)
 summary = metrics.summarize(table)
 meta = io.job_metadata(
     snakemake,
-    io.config_digest(epsilon, store["config_digest"]),
+    io.job_digest(snakemake, inputs=["store"]),
     model=store["model"],
     variant=store["variant"],
     experiment=store["experiment"],

@@ -22,14 +22,7 @@ table = prompts.build_prompts(
     max_length=manifest["max_position_embeddings"],
 )
 log.info("%d prompts, %d-%d tokens", len(table), table["n_tokens"].min(), table["n_tokens"].max())
-digest = io.config_digest(
-    p.experiment,
-    p.targets,
-    p.prompt_format,
-    p.chat_template,
-    io.read_parquet_metadata(snakemake.input.clues)["config_digest"],
-    manifest["spec_digest"],
-)
+digest = io.job_digest(snakemake, inputs=["clues", "manifest"])
 io.write_parquet(
     table,
     snakemake.output.prompts,

@@ -25,9 +25,7 @@ log.info(
 )
 for warning in report["warnings"]:
     log.warning("%s: %s", snakemake.wildcards.experiment, warning)
-digest = io.config_digest(
-    p.category, p.targets, io.read_parquet_metadata(snakemake.input.clues)["config_digest"]
-)
+digest = io.job_digest(snakemake, inputs=["clues"])
 io.write_json(
     io.job_metadata(snakemake, digest, experiment=snakemake.wildcards.experiment, **report),
     snakemake.output.report,

@@ -32,19 +32,11 @@ log.info(
     loaded.device,
     kept or "none",
 )
-upstream = [io.read_parquet_metadata(snakemake.input.prompts)["config_digest"]]
-if clues is not None:
-    upstream.append(io.read_parquet_metadata(snakemake.input.clues)["config_digest"])
-digest = io.config_digest(
-    options,
-    p.load,
-    snakemake.wildcards.variant,
-    attention.STORE_VERSION,
-    *upstream,
-)
 attrs = io.job_metadata(
     snakemake,
-    digest,
+    io.job_digest(
+        snakemake, snakemake.wildcards.variant, attention.STORE_VERSION, inputs=["prompts", "clues"]
+    ),
     model=loaded.name,
     variant=loaded.variant,
     experiment=snakemake.wildcards.experiment,

@@ -33,12 +33,7 @@ results = generation.generate(
 )
 clues = generation.clue_table(prompt_table, results)
 summary = generation.summarize(clues)
-digest = io.config_digest(
-    p.generation,
-    p.load,
-    snakemake.wildcards.variant,
-    io.read_parquet_metadata(snakemake.input.prompts)["config_digest"],
-)
+digest = io.job_digest(snakemake, snakemake.wildcards.variant, inputs=["prompts"])
 meta = io.job_metadata(snakemake, digest, model=loaded.name, variant=loaded.variant, notes=loaded.notes)
 io.write_parquet(clues, snakemake.output.clues, meta)
 io.write_json({**meta, **summary}, snakemake.output.summary)

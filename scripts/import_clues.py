@@ -5,7 +5,7 @@ from attnscope import data, io
 log = io.setup_script_logging(snakemake.log[0])
 clue_files = snakemake.params.clue_files
 clues, report = data.import_clues(clue_files)
-digest = io.config_digest(clue_files, [io.file_digest(p) for p in snakemake.input])
+digest = io.job_digest(snakemake, [io.file_digest(path) for path in snakemake.input])
 report["config_digest"] = digest
 for rejection in report["rejections"]:
     log.warning(

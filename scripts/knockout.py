@@ -25,10 +25,8 @@ rows = knockout.prompt_effects(
     max_new_tokens=p.generation["max_new_tokens"],
     clean_up=p.generation["clean_up"],
 )
-digest = io.config_digest(
-    variant, p.greedy, p.generation, p.load, io.read_parquet_metadata(snakemake.input.clues)["config_digest"]
-)
+digest = io.job_digest(snakemake, variant, inputs=["clues"])
 io.write_parquet(
-    rows, snakemake.output[0], io.job_metadata(snakemake, digest, model=loaded.name, variant=variant)
+    rows, snakemake.output.rows, io.job_metadata(snakemake, digest, model=loaded.name, variant=variant)
 )
 log.info("mean Δ log-probability per clue token: %.4g", rows["delta_token"].mean())

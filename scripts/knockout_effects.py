@@ -10,7 +10,7 @@ rows = pd.concat([pd.read_parquet(path) for path in snakemake.input.rows], ignor
 table = effects.effects_table(rows)
 wc = snakemake.wildcards
 title = f"{wc.model} · {wc.experiment} · knockout effects on the trained clue"
-digest = io.config_digest(*[io.read_parquet_metadata(path)["config_digest"] for path in snakemake.input.rows])
+digest = io.job_digest(snakemake, inputs=["rows"])
 io.write_parquet(table, snakemake.output.table, io.job_metadata(snakemake, digest))
 io.write_text(effects.effects_markdown(table, title), snakemake.output.markdown)
 plots.save_figure(

@@ -10,12 +10,9 @@ params = snakemake.params
 wc = snakemake.wildcards
 trained, random = pd.read_parquet(snakemake.input.trained), pd.read_parquet(snakemake.input.random)
 table = comparison.compare_learned_random(trained, random)
-upstream = [
-    io.read_parquet_metadata(p)["config_digest"] for p in (snakemake.input.trained, snakemake.input.random)
-]
 meta = io.job_metadata(
     snakemake,
-    io.config_digest(params.random_variant, *upstream),
+    io.job_digest(snakemake, inputs=["trained", "random"]),
     model=wc.model,
     random_variant=params.random_variant,
     notes=io.read_parquet_metadata(snakemake.input.trained)["notes"],

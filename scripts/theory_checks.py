@@ -28,6 +28,6 @@ for row in table[table["verdict"] == THEORY_VERDICTS["thesis"][1]].itertuples():
 io.write_parquet(
     table,
     snakemake.output.table,
-    metadata=io.job_metadata(snakemake, io.config_digest(config), theory=config),
+    metadata=io.job_metadata(snakemake, io.job_digest(snakemake), theory=config),
 )
 io.write_text(theory.checks_markdown(table), snakemake.output.markdown)

@@ -20,7 +20,7 @@ init_std = loaded.init_std
 method = spectra.resolve_method(options["method"])
 meta = io.job_metadata(
     snakemake,
-    io.config_digest(options, params.model, wc.variant, loaded.manifest["spec_digest"]),
+    io.job_digest(snakemake, wc.variant, inputs=["manifest"]),
     model=loaded.name,
     variant=loaded.variant,
     spectra=options,

@@ -29,6 +29,8 @@ BASE = {
     "small_share": 0.97,
     "cosine_pearson": 0.1,
     "cosine_spearman": 0.1,
+    "cosine_pearson_words": 0.1,
+    "cosine_spearman_words": 0.1,
 }
 CHOICES = attnscope_choices.CHOICES
 
@@ -237,8 +239,22 @@ def test_value_domain_from_the_attention_mass():
     ("pearson", "expected"), [(0.1, claims.SUPPORTED), (0.7, NOT_REPLICATED), (0.3, claims.INCONCLUSIVE)]
 )
 def test_cosine_correlation_uses_the_stronger_of_both(pearson, expected):
-    ev = evidence(choices(cosine_pearson=[0.05] * 8 + [pearson], cosine_spearman=-0.05, noise=0.03))
+    ev = evidence(
+        choices(cosine_pearson_words=[0.05] * 8 + [pearson], cosine_spearman_words=-0.05, noise=0.03)
+    )
     assert verdict(ev, "cosine-weak") == expected
+
+
+def test_cosine_headline_is_the_thesis_choice_and_full_maps_are_its_other_setting():
+    """Weak between words and clues (the thesis's choice), strong on the full maps: the headline
+    reads the word pairs and says so; the robust column names the full maps' other verdict."""
+    ev = evidence(
+        choices(cosine_pearson_words=0.05, cosine_spearman_words=0.05, cosine_pearson=0.7, noise=0.01)
+    )
+    row = row_of(ev, "cosine-weak")
+    assert row["verdict"] == claims.SUPPORTED and row["estimate"] == pytest.approx(0.05, abs=0.01)
+    assert "word and clue tokens" in row["measured"]
+    assert row["robust"].startswith("no (choices") and f"full: {NOT_REPLICATED}" in row["robust"]
 
 
 def test_random_model_near_uniform_pools_its_init_seeds():
@@ -606,7 +622,9 @@ REACHABLE = {
         IN: lambda: evidence(choices(small_mass=0.5, noise=0.05)),
     },
     "cosine-weak": {
-        v: lambda r=r: evidence(choices(cosine_pearson=[0.05] * 8 + [r], cosine_spearman=-0.05, noise=0.03))
+        v: lambda r=r: evidence(
+            choices(cosine_pearson_words=[0.05] * 8 + [r], cosine_spearman_words=-0.05, noise=0.03)
+        )
         for v, r in ((S, 0.1), (NR, 0.7), (IN, 0.3))
     },
     "random-uniform": {
@@ -674,7 +692,7 @@ def test_cosine_per_head_counts_a_head_that_the_mean_hides():
     frames = []
     for head in (-1, 0, 1, 2):
         pearson = [0.05] * 8 + [0.6 if head == 2 else 0.1]
-        part = choices(cosine_pearson=pearson, cosine_spearman=0.05, noise=0.01)
+        part = choices(cosine_pearson_words=pearson, cosine_spearman_words=0.05, noise=0.01)
         frames.append(part[part["choice"] == "full"].drop(columns=["choice"]).assign(head=head))
     ev = Evidence("m", "animals-k3", choices=choices(), metrics=pd.concat(frames, ignore_index=True))
     table, _ = claims.evaluate(ev)

@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from attnscope import config as cfg
+from attnscope.mapview import MAP_KINDS
 from tests.conftest import REPO, snakemake_command, workflow_config
 
 SCHEMA = REPO / "schemas" / "config.schema.yaml"
@@ -45,6 +46,67 @@ def test_default_config_is_valid_and_gets_defaults():
     assert len(plan.map_figures) == 10 + 4 + 2 * 4 - 2  # Ant's trained word_grid twice
     assert plan.map_figures[("animals-k3", "trained", "Ant", "cosine")] == "Ant"
     assert not plan.warnings
+
+
+def test_the_schema_offers_the_map_kinds_that_are_drawn():
+    """figures.maps kinds: the schema's enum and default are the kinds plots.attention_figure
+    draws and the report labels (attnscope.mapview.MAP_KINDS)."""
+    kinds = cfg.load_schema(SCHEMA)["properties"]["figures"]["properties"]["maps"]["items"]["properties"][
+        "kinds"
+    ]
+    assert sorted(kinds["items"]["enum"]) == sorted(MAP_KINDS)
+    assert set(kinds["default"]) <= set(MAP_KINDS)
+
+
+@pytest.mark.parametrize(
+    ("section", "keys"),
+    [
+        ("attention", cfg.ATTENTION_KEYS),
+        ("spectra", cfg.SPECTRA_KEYS),
+        ("figures", cfg.FIGURE_KEYS),
+        ("theory", cfg.THEORY_FIGURE_KEYS),
+    ],
+)
+def test_config_slices_are_keys_of_their_section(section, keys):
+    """A slice names keys the schema has (a misspelt key would fail at every job, not here)."""
+    assert set(keys) <= set(cfg.load_schema(SCHEMA)["properties"][section]["properties"])
+    config = default_config()
+    cfg.validate(config, SCHEMA)
+    assert list(cfg.config_slice(config, section, keys)) == list(keys)
+
+
+def test_plan_answers_what_the_rules_ask():
+    """The figures of one store, the runs one metric-curve figure pools and what the claims are
+    measured on, for the default config (figures.maps: Ant's grids under four variants of
+    animals-k3, and its passes of the trained model)."""
+    plan = checked(default_config())
+    assert plan.store_maps("animals-k3", "random-s0") == {
+        "Ant": {"target": "Ant", "kinds": ["word_grid", "token_grid"]}
+    }
+    assert plan.store_maps("animals-k3", "trained")["Ant"]["kinds"] == [
+        "word_grid",
+        "token_grid",
+        "cosine",
+        "word_pass",
+        "token_pass",
+    ]
+    assert plan.store_maps("animals-k3", "random-s1") == {}
+    runs = plan.replicate_runs("animals-k3")
+    assert runs[0] == ["trained", "animals-k3"] and runs[-2:] == [
+        ["trained", "animals-k3-seed1"],
+        ["trained", "animals-k3-seed2"],
+    ]
+    assert len(runs) == len(plan.experiments["animals-k3"].variants) + 2
+    spec = plan.claims_spec()
+    assert spec["experiments"] == ["animals-k3"] and spec["thesis_models"] == []
+    assert spec["runs"]["animals-k3-seed1"] == {
+        "variants": ["trained"],
+        "seed": 1,
+        "replicate_group": "animals-k3",
+    }
+    config = default_config()
+    config["model"] = ["smollm2", "mistral7b"]
+    assert checked(config).claims_spec()["thesis_models"] == ["mistral7b"]
 
 
 def test_replicate_variants_must_be_the_experiments_own():
@@ -110,6 +172,7 @@ def mutated(path: list, value) -> dict:
         (["generation", "max_new_tokens"], -1, r"generation\.max_new_tokens: -1 is less than"),
         (["models", "smollm2", "dtype"], "fp8", r"models\.smollm2\.dtype: 'fp8' is not one of"),
         (["data", "clue_files"], KeyError, r"data: 'clue_files' is a required property"),
+        (["heads", "probe_length"], 1, r"heads\.probe_length: 1 is less than the minimum of 2"),
         (["knockout"], {"edges": ["target-words"]}, r"knockout\.edges\[0\]: 'target-words' is not one of"),
         (["knockout"], {"windows": [[0]]}, r"knockout\.windows\[0\]: \[0\] is too short"),
     ],

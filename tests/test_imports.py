@@ -25,12 +25,18 @@ def imported_after(module: str) -> set[str]:
         "attnscope.explorer.server",
         "attnscope.claims",
         "attnscope.comparison",
+        "attnscope.paths",
+        "attnscope.resources",
+        "attnscope.rollout",
+        "attnscope.headtypes",
     ],
 )
 def test_no_heavy_imports(module):
     """The figures' data reader and the explorer's server draw nothing with matplotlib (the
     explorer imports it only when it builds its colour tables); they, the claims and the
-    learned-vs-random comparison (tables in, tables out) run no model."""
+    learned-vs-random comparison (tables in, tables out) run no model, nor does the rollout (stored
+    maps in) or the head-type scores until a model is run (torch is imported there); the
+    Snakefile's imports (the results paths, the resource requests) start every snakemake command."""
     loaded = imported_after(module)
     assert not loaded & set(HEAVY), f"{module} imports {sorted(loaded & set(HEAVY))}"
     assert "attnscope.plots" not in loaded, f"{module} imports the plotting package"

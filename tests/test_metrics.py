@@ -59,7 +59,7 @@ def test_identity_map():
     assert metrics.epsilon_rank(sigma, 0.5) == 4  # 5 − r ≤ 1.25
     # The strict triangle is all zero: no correlation is defined.
     assert np.isnan(
-        metrics.cosine_correlations(a.astype(np.float16), layout(5, cosine=uniform_causal(5)))
+        metrics.cosine_correlations(a.astype(np.float16), layout(5, cosine=uniform_causal(5)).cosine_pairs)
     ).all()
 
 
@@ -120,13 +120,41 @@ def test_cosine_correlations_match_scipy_over_the_strict_triangle():
     n = 30
     a = random_causal(rng, n)
     cosine = rng.uniform(-1, 1, (n, n)).astype(np.float16)
-    pearson, spearman = metrics.cosine_correlations(a, layout(n, cosine=cosine))
+    pearson, spearman = metrics.cosine_correlations(a, layout(n, cosine=cosine).cosine_pairs)
     rows, cols = np.tril_indices(n, -1)
     x, y = a[rows, cols].astype(np.float64), cosine[rows, cols].astype(np.float64)
     assert pearson == pytest.approx(pearsonr(x, y).statistic, abs=1e-6)
     assert spearman == pytest.approx(spearmanr(x, y).statistic, abs=1e-9)
     # A map that equals the cosine on the triangle correlates perfectly.
     assert metrics.correlation(y, metrics._unit_centered(y)) == pytest.approx(1.0)
+
+
+def test_word_cosine_correlations_take_word_and_clue_pairs_with_the_values_as_given():
+    """Under the thesis's choice the pairs are those between word and clue tokens (j < i), the
+    values unrenormalised: scipy on those pairs; a map that follows the cosine only between word
+    tokens correlates perfectly there and not on the full triangle."""
+    rng = np.random.default_rng(4)
+    n = 24
+    segment = np.array(["template", "instruction", "shot_word", "shot_clue", "template", "shot_word"] * 4)
+    words = np.isin(segment, ["shot_word", "shot_clue"])
+    a = random_causal(rng, n)
+    cosine = rng.uniform(-1, 1, (n, n)).astype(np.float16)
+    lay = layout(n, segment=segment, cosine=cosine)
+    rows, cols = np.tril_indices(n, -1)
+    pick = words[rows] & words[cols]
+    x, y = a[rows, cols][pick].astype(np.float64), cosine[rows, cols][pick].astype(np.float64)
+    pearson, spearman = metrics.cosine_correlations(a, lay.word_cosine_pairs)
+    assert pearson == pytest.approx(pearsonr(x, y).statistic, abs=1e-6)
+    assert spearman == pytest.approx(spearmanr(x, y).statistic, abs=1e-9)
+    # Built to follow the cosine between word tokens: an affine copy of it there, noise elsewhere.
+    follows = a.astype(np.float64)
+    follows[rows[pick], cols[pick]] = 0.01 + 0.004 * y
+    follows = follows.astype(np.float16)
+    assert metrics.cosine_correlations(follows, lay.word_cosine_pairs)[0] == pytest.approx(1.0, abs=1e-3)
+    assert abs(metrics.cosine_correlations(follows, lay.cosine_pairs)[0]) < 0.5
+    # Fewer than two pairs: nothing to correlate.
+    no_words = layout(n, segment=np.array(["template"] * n), cosine=cosine)
+    assert np.isnan(metrics.cosine_correlations(a, no_words.word_cosine_pairs)).all()
 
 
 def test_average_ranks_of_float16_match_rankdata():
@@ -172,7 +200,10 @@ def test_streamed_metrics_are_the_individual_metrics_in_order():
     assert (row["within_shot_mass"], row["across_shot_mass"]) == pytest.approx(metrics.shot_masses(a, shot))
     assert row["clue_target_mass"] == pytest.approx(metrics.block_mass(a, np.array([10, 11]), np.array([9])))
     assert (row["cosine_pearson"], row["cosine_spearman"]) == pytest.approx(
-        metrics.cosine_correlations(a, lay)
+        metrics.cosine_correlations(a, lay.cosine_pairs)
+    )
+    assert (row["cosine_pearson_words"], row["cosine_spearman_words"]) == pytest.approx(
+        metrics.cosine_correlations(a, lay.word_cosine_pairs), nan_ok=True
     )
     assert row["stable_rank"] == pytest.approx(metrics.stable_rank(a))
 

@@ -328,3 +328,16 @@ def test_map_titles_say_whether_the_generated_clue_is_drawn(clue):
         title = plots.attention_figure(maps, kind, options, "header")._suptitle.get_text()
         assert ("prompt + generated clue" in title) == (clue is not None), title
         assert ("prompt only" in title) == (clue is None), title
+
+
+def test_an_unknown_map_kind_is_refused_naming_the_kinds():
+    with pytest.raises(ValueError, match="kind 'word_gird'; the kinds: token_grid, word_grid, cosine"):
+        plots.attention_figure(None, "word_gird", {}, "header")
+
+
+@pytest.mark.parametrize("append_clue", [True, False])
+def test_map_labels_say_which_tokens_are_drawn(append_clue):
+    """The thesis's grid draws the prompt only, whatever attention.append_clue says."""
+    assert mapview.map_label("thesis_grid", append_clue).endswith(", prompt only")
+    drawn = ", prompt + generated clue" if append_clue else ", prompt only"
+    assert mapview.map_label("word_pass", append_clue) == "word-level maps, every layer" + drawn

@@ -150,7 +150,7 @@ def test_model_changed_runs_everything_for_that_model(finished_run):
         # prompts or the spectra (always from float32 weights, never batched by prompt).
         pytest.param(f"models.{MODEL}.dtype", "bfloat16", "variant jobs", id="dtype"),
         pytest.param(f"models.{MODEL}.chat_template", None, "prompt jobs", id="chat_template"),
-        pytest.param("generation.batch_size", 1, "variant jobs", id="batch_size"),
+        pytest.param("generation.batch_size", 1, "generation jobs", id="batch_size"),
         pytest.param("experiments.food-k3.seed", 5, "prompts of food-k3", id="seed"),
         pytest.param("experiments.food-k3.n_targets", 1, "experiment=food-k3", id="n_targets"),
         pytest.param("theory.trials", 300, "theory_checks", id="theory"),
@@ -166,6 +166,10 @@ def test_each_value_reruns_the_jobs_that_read_it(finished_run, key, value, selec
     planned, jobs = run_after(finished_run, set_key(key, value))
     expected = {
         "variant jobs": [job for job in jobs if "variant=" in job[1] and job[0] != "weight_spectra"],
+        # Jobs of the variant's prompts: not its weights' spectra nor its head types' probe.
+        "generation jobs": [
+            job for job in jobs if "variant=" in job[1] and job[0] not in ("weight_spectra", "head_types")
+        ],
         # The chat template shapes the prompts and all that follows them, not the weights.
         "prompt jobs": [
             job for job in having(jobs, f"model={MODEL}") if job[0] not in ("prepare_model", "weight_spectra")
@@ -182,12 +186,22 @@ def test_clue_sources_rerun_everything_downstream_of_the_import(finished_run):
         config["data"]["clue_files"][0]["category"] = None
 
     planned, jobs = run_after(finished_run, relabel)
-    independent = ("prepare_model", "theory_checks", "theory_figures") + (
+    independent = ("prepare_model", "theory_checks", "theory_figures", "head_types") + (
         "weight_spectra",
         "spectra_comparison",
         "spectra_figures",
     )
     assert planned == [job for job in jobs if job[0] not in independent]
+
+
+@pytest.mark.parametrize("key", ["probe_length", "probe_count", "seed", "threshold"])
+def test_a_head_probe_setting_reruns_only_the_head_types(finished_run, key):
+    """The probe is the same for every variant: all head_types jobs rerun, nothing else (the
+    rollout reads the attention stores, not the probe)."""
+    value = {"probe_length": 7, "probe_count": 2, "seed": 3, "threshold": 0.5}[key]
+    planned, jobs = run_after(finished_run, set_key(f"heads.{key}", value))
+    assert planned == having(jobs, rules=("head_types",))
+    assert len(planned) == len(base_config()["spectra"]["variants"])
 
 
 def test_scripts_read_config_only_through_params():

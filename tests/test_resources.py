@@ -9,8 +9,9 @@ import subprocess
 import pytest
 import torch
 
+from attnscope import config as cfg
 from attnscope import models, resources
-from tests.conftest import snakemake_command, tiny_spec
+from tests.conftest import REPO, snakemake_command, tiny_spec, workflow_config
 from tests.helpers import tiny_config
 
 SMOLLM2 = {
@@ -33,6 +34,36 @@ RUN = {"n_prompts": 30, "tokens": 300, "max_new_tokens": 32, "batch_size": 8}
 def generation(spec, variant="trained", size=None, **run):
     size = size or resources.model_size(spec)
     return resources.generation_resources(spec, size, variant, **{**RUN, **run})
+
+
+def test_each_model_rule_is_sized_by_its_own_estimate(tmp_path):
+    """The dispatch of the rules' resource functions: the default config's animals-k3 (30 targets,
+    k = 3, no prompt table yet: 120 + 30·3 tokens) on SmolLM2, sized from the spec."""
+    config = workflow_config()
+    cfg.validate(config, REPO / "schemas" / "config.schema.yaml")
+    plan = cfg.plan(config)
+    config["spectra"]["device"] = "cuda"  # a GPU for the spectra: no two rules ask alike
+    config["heads"] |= {"probe_count": 90, "probe_length": 500}  # nor the head-type probe and the capture
+    wildcards = {"model": "smollm2", "variant": "qkscale-a2", "experiment": "animals-k3"}
+    inputs = {"manifest": str(tmp_path / "none.json"), "prompts": str(tmp_path / "none.parquet")}
+    spec = config["models"]["smollm2"]
+    size = resources.model_size(spec)
+    expected = {
+        "prepare_model": resources.prepare_resources(spec, size),
+        "generate_clues": generation(spec, "qkscale-a2", tokens=210),
+        "extract_attention": resources.attention_resources(
+            spec, size, "qkscale-a2", n_prompts=30, tokens=210
+        ),
+        "weight_spectra": resources.spectra_resources(size, "cuda"),
+        "head_types": resources.attention_resources(  # 90 probes of BOS + 2 × 500 tokens
+            spec, size, "qkscale-a2", n_prompts=90, tokens=1001
+        ),
+    }
+    jobs = {rule: resources.model_job(rule, config, plan, wildcards, inputs) for rule in expected}
+    assert jobs == expected
+    assert len(set(jobs.values())) == len(jobs)  # a mixed-up rule shows
+    with pytest.raises(ValueError, match="no resource estimate for rule 'clue_table'"):
+        resources.model_job("clue_table", config, plan, wildcards, inputs)
 
 
 def test_tiny_size_is_the_built_models_parameter_count(tiny_mistral, prepared_tiny_mistral):

@@ -97,6 +97,7 @@ def test_changing_one_k_reruns_only_that_experiment(tiny_run, tmp_path):
         ("clue_table", "model=tiny-mistral, variant=trained, experiment=food-k3"),
         ("extract_attention", "model=tiny-mistral, variant=trained, experiment=food-k3"),
         ("generate_clues", "model=tiny-mistral, variant=trained, experiment=food-k3"),
+        ("rollout", "model=tiny-mistral, variant=trained, experiment=food-k3"),
     ]
     combined = [
         ("claims", ""),
@@ -115,6 +116,7 @@ def test_changing_one_k_reruns_only_that_experiment(tiny_run, tmp_path):
         "clue_table",
         "extract_attention",
         "attention_metrics",
+        "rollout",
         "knockout",  # the trained clue it scores and its greedy budget
         "knockout_effects",
     } | summaries
@@ -122,9 +124,11 @@ def test_changing_one_k_reruns_only_that_experiment(tiny_run, tmp_path):
     config = tiny_config()
     config["attention"] = {"keep_heads": "all"}
     (tiny_run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    assert {rule for rule, _ in planned_jobs(tiny_run)} == {"extract_attention", "attention_metrics"} | (
-        summaries - {"clue_comparison"}
-    )
+    assert {rule for rule, _ in planned_jobs(tiny_run)} == {
+        "extract_attention",
+        "attention_metrics",
+        "rollout",
+    } | (summaries - {"clue_comparison"})
     config["attention"] = {"epsilon": 0.2}
     (tiny_run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     assert {rule for rule, _ in planned_jobs(tiny_run)} == {"attention_metrics"} | (

@@ -70,6 +70,7 @@ class Plan:
     claims_experiments: list[str] = field(default_factory=list)
     # (experiment, variant, target slug, kind) → target word of every figure in `figures.maps`
     map_figures: dict[tuple[str, str, str, str], str] = field(default_factory=dict)
+    thesis_models: list[str] = field(default_factory=list)  # the selected models with thesis_model: true
     warnings: list[str] = field(default_factory=list)  # likely typos in target words, skipped figures
 
     def replicates(self, group: str) -> list[str]:
@@ -79,6 +80,36 @@ class Plan:
     def replicate_groups(self) -> list[str]:
         """The config's experiment names (each the first of its replicates)."""
         return list(dict.fromkeys(e.replicate_group for e in self.experiments.values()))
+
+    def replicate_runs(self, group: str) -> list[list[str]]:
+        """[variant, experiment] of every variant of every shot-seed replicate of a config experiment."""
+        return [
+            [variant, name] for name in self.replicates(group) for variant in self.experiments[name].variants
+        ]
+
+    def store_maps(self, experiment: str, variant: str) -> dict[str, dict[str, Any]]:
+        """The map figures of one attention store: target slug (its folder) → the target word and
+        its kinds."""
+        maps: dict[str, dict[str, Any]] = {}
+        for (name, of_variant, slug, kind), target in self.map_figures.items():
+            if (name, of_variant) == (experiment, variant):
+                maps.setdefault(slug, {"target": target, "kinds": []})["kinds"].append(kind)
+        return maps
+
+    def claims_spec(self) -> dict[str, Any]:
+        """What the claims are measured on (the arguments of :func:`attnscope.evidence.evidence_layout`):
+        the models, the reference experiments (``claims.experiment``), every experiment's variants,
+        seed and replicate group, the spectra's variants and the thesis's own models."""
+        return {
+            "models": self.models,
+            "experiments": self.claims_experiments,
+            "runs": {
+                name: {"variants": e.variants, "seed": e.seed, "replicate_group": e.replicate_group}
+                for name, e in self.experiments.items()
+            },
+            "spectra_variants": self.spectra_variants,
+            "thesis_models": self.thesis_models,
+        }
 
 
 def dotted(path: Any) -> str:
@@ -244,6 +275,7 @@ def plan(config: dict[str, Any]) -> Plan:
     result = Plan(models=selected_models(config))
     for name in result.models:
         check_model_spec(name, config["models"][name])
+    result.thesis_models = [name for name in result.models if config["models"][name]["thesis_model"]]
     try:
         clues, report = data.import_clues(config["data"]["clue_files"])
     except data.ClueImportError as exc:
@@ -493,6 +525,31 @@ def check_results_dir(path: str | Path = "results", writable: bool = False) -> N
             f"{path.resolve()}: the results directory is read-only; make it writable "
             f"(chmod -R u+w {path}), or run in another working directory (snakemake -d DIR)"
         )
+
+
+# The config slices the rules pass through `params:`: a job reruns when its slice changes and only
+# then (a key outside every slice of a rule decides no output of it).
+
+ATTENTION_KEYS = ("append_clue", "keep_heads", "kernel", "share_prefix")
+"""The ``attention:`` keys an attention store depends on (``epsilon`` decides only the metrics)."""
+
+SPECTRA_KEYS = ("include_embeddings", "method", "device", "max_batch_mb", "randomize", "seed")
+"""The ``spectra:`` keys that decide weight_spectra's outputs (``variants`` and ``random_variant``
+decide only which jobs exist)."""
+
+FIGURE_KEYS = ("dpi", "grid_layers", "cosine_layers", "pass_columns", "color_max")
+"""The ``figures:`` keys the attention-map figures depend on."""
+
+HEADS_KEYS = ("probe_length", "probe_count", "seed", "threshold")
+"""The ``heads:`` keys that decide head_types' outputs."""
+
+THEORY_FIGURE_KEYS = ("seed", "slerp_dim", "slerp_pairs", "slerp_length")
+"""The ``theory:`` keys the theory figures depend on (the SLERP–KL simulation)."""
+
+
+def config_slice(config: dict[str, Any], section: str, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The ``keys`` of the config's ``section``."""
+    return {key: config[section][key] for key in keys}
 
 
 LOAD_OPTIONS = ("device", "dtype", "quantization", "chat_template")

@@ -11,10 +11,9 @@ from typing import Any
 
 import pandas as pd
 
-from attnscope import io
+from attnscope import io, paths
 from attnscope import variants as variant_names
 from attnscope.prompts import WORD_PATTERN
-from attnscope.store import open_store
 
 
 @dataclass
@@ -91,9 +90,9 @@ def evidence_layout(
     replicates = [name for name, e in runs.items() if e["replicate_group"] in experiments]
     randoms = [v for v in spectra_variants if variant_names.parse(v).kind == "random"]
 
-    def per_variant(model: str, suffix: str) -> list[list[str]]:
+    def per_variant(model: str, pattern: str) -> list[list[str]]:
         return [
-            [variant, name, f"results/metrics/{model}/{variant}/{name}{suffix}"]
+            [variant, name, pattern.format(model=model, variant=variant, experiment=name)]
             for name in replicates
             for variant in runs[name]["variants"]
         ]
@@ -103,20 +102,20 @@ def evidence_layout(
         layout[model] = {
             "experiment": " + ".join(experiments),
             "seeds": {name: e["seed"] for name, e in runs.items()},
-            "metrics": per_variant(model, ".parquet"),
-            "choices": per_variant(model, ".choices.parquet"),
+            "metrics": per_variant(model, paths.METRICS),
+            "choices": per_variant(model, paths.CHOICES),
             "clues": [
-                [variant, name, f"results/clues/{model}/{variant}/{name}.parquet"]
+                [variant, name, paths.CLUES.format(model=model, variant=variant, experiment=name)]
                 for name, e in runs.items()
                 for variant in e["variants"]
             ],
-            "prompts": {name: f"results/prompts/{model}/{name}.parquet" for name in runs},
-            "spectra": {v: f"results/spectra/{model}/{v}.parquet" for v in ["trained", *randoms]},
-            "alignment": {v: f"results/spectra/{model}/{v}_alignment.parquet" for v in ["trained", *randoms]},
-            "manifest": f"results/models/{model}/manifest.json",
+            "prompts": {name: paths.PROMPTS.format(model=model, experiment=name) for name in runs},
+            "spectra": {v: paths.SPECTRA.format(model=model, variant=v) for v in ["trained", *randoms]},
+            "alignment": {v: paths.ALIGNMENT.format(model=model, variant=v) for v in ["trained", *randoms]},
+            "manifest": paths.MANIFEST.format(model=model),
             "thesis_model": model in set(thesis_models),
             "knockout": [
-                [variant, name, f"results/knockout/{model}/{variant}/{name}.parquet"]
+                [variant, name, paths.KNOCKOUT.format(model=model, variant=variant, experiment=name)]
                 for name, names in (knockouts or {}).get(model, {}).items()
                 if name in replicates
                 for variant in names
@@ -185,16 +184,6 @@ def load_evidence(model: str, entry: Mapping[str, Any]) -> Evidence:
     )
 
 
-def input_digests(paths: Iterable[str]) -> dict[str, str]:
-    """The config digest recorded in each input (a store's attributes, a Parquet's metadata, a
-    model manifest's spec digest)."""
-
-    def digest(path: str) -> str:
-        if path.endswith(".zarr"):
-            return open_store(path).attrs["config_digest"]
-        if path.endswith(".json"):
-            with open(path, encoding="utf-8") as f:
-                return json.load(f)["spec_digest"]
-        return io.read_parquet_metadata(path)["config_digest"]
-
-    return {path: digest(path) for path in paths}
+def input_digests(files: Iterable[str]) -> dict[str, str]:
+    """The config digest recorded in each input file (:func:`attnscope.io.recorded_digest`)."""
+    return {path: io.recorded_digest(path) for path in files}

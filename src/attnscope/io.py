@@ -17,13 +17,15 @@ import logging
 import os
 import shutil
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from attnscope.store import open_store
 
 METADATA_KEY = b"attnscope"
 
@@ -44,6 +46,33 @@ def job_metadata(job: Any, digest: str, **fields: Any) -> dict[str, Any]:
     from attnscope import __version__
 
     return {"config_digest": digest, "rule": job.rule, **fields, "attnscope_version": __version__}
+
+
+def recorded_digest(path: str | os.PathLike) -> str:
+    """The config digest that an output of this workflow records: a store's attributes, a
+    Parquet table's metadata, a model manifest's spec digest."""
+    path = os.fspath(path)
+    if path.endswith(".zarr"):
+        return open_store(path).attrs["config_digest"]
+    if path.endswith(".json"):
+        with open(path, encoding="utf-8") as f:
+            manifest = json.load(f)
+        if "spec_digest" not in manifest:
+            raise ValueError(f"{path}: not a model manifest (no 'spec_digest' key)")
+        return manifest["spec_digest"]
+    return read_parquet_metadata(path)["config_digest"]
+
+
+def job_digest(job: Any, *extra: Any, inputs: Iterable[str] = ()) -> str:
+    """The config digest of a Snakemake job (``snakemake`` in a rule's script): every param in
+    the rule's order, then ``extra`` (what else decides the outputs: a wildcard, a format
+    version), then the digest recorded in each file of the named ``inputs``, in that order
+    (an input given as an empty list adds nothing)."""
+    upstream: list[str] = []
+    for name in inputs:
+        files = job.input[name]
+        upstream += [files] if isinstance(files, str) else list(files)
+    return config_digest(*job.params, *extra, *(recorded_digest(path) for path in upstream))
 
 
 def file_digest(path: str | os.PathLike) -> str:
@@ -155,15 +184,19 @@ def setup_script_logging(log_path: str | os.PathLike | None) -> logging.Logger:
     return logger
 
 
-def markdown_table(df: pd.DataFrame, floatfmt: str = ".4g") -> str:
+def cell_text(value: Any) -> str:
+    """The text of a table cell in every table this package writes (Markdown, HTML): empty for
+    None and NaN, a float to four significant digits."""
+    if isinstance(value, float):
+        return "" if value != value else f"{value:.4g}"
+    return "" if value is None else str(value)
+
+
+def markdown_table(df: pd.DataFrame) -> str:
     """A GitHub-flavoured Markdown table of ``df`` (``|`` and newlines in cells escaped)."""
 
     def cell(value: Any) -> str:
-        if isinstance(value, float):
-            text = "" if value != value else format(value, floatfmt)
-        else:
-            text = "" if value is None else str(value)
-        return text.replace("|", "\\|").replace("\n", " ")
+        return cell_text(value).replace("|", "\\|").replace("\n", " ")
 
     header = "| " + " | ".join(cell(c) for c in df.columns) + " |"
     rule = "|" + "|".join("---" for _ in df.columns) + "|"

@@ -22,6 +22,26 @@ COSINE_CMAP = "RdBu_r"
 MASK_COLOR = "#e6e6e6"
 BOUNDARY_COLOR = "#333333"
 
+MAP_KINDS = {
+    "token_grid": "token-level maps, 2×2 layers",
+    "word_grid": "word-level maps, 2×2 layers",
+    "cosine": "embedding cosine beside attention",
+    "word_pass": "word-level maps, every layer",
+    "token_pass": "token-level maps, every layer",
+    "thesis_grid": (
+        "the thesis's word-level maps (its notebook's words, prompt only), its layers, per-panel scales"
+    ),
+}
+"""The kinds of attention-map figure (the ``kinds`` of ``figures.maps``) → what each shows, as
+the HTML report labels it; :func:`attnscope.plots.attention_figure` draws them."""
+
+
+def map_label(kind: str, append_clue: bool) -> str:
+    """The report label of a map figure: its kind and the tokens it draws (a thesis_grid
+    draws the prompt only, as the thesis did)."""
+    clue = append_clue and kind != "thesis_grid"
+    return MAP_KINDS[kind] + (", prompt + generated clue" if clue else ", prompt only")
+
 
 def thesis_word_axis(words: Sequence[str], segments: Sequence[str], shots: Sequence[int]) -> MapAxis:
     """The axis of the thesis's word-level maps, labelled as its notebook labels them: a

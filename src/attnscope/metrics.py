@@ -17,6 +17,10 @@ labels. Row averages run over rows i ≥ 1: row 0's only causal key is itself.
 - ``cosine_pearson``, ``cosine_spearman``: correlation of a[i, j] with the cosine
   similarity of the input embeddings of tokens i and j over the strict causal triangle
   j < i (the diagonal, where the cosine is 1, is left out); Spearman with average ranks.
+- ``cosine_pearson_words``, ``cosine_spearman_words``: the same under the thesis's choice
+  (:mod:`attnscope.choices` ``words``): only the pairs whose query and key are both word or clue
+  tokens (:data:`attnscope.store.WORD_SEGMENTS`), with the values the model gave them (not
+  renormalised; a correlation is unchanged by one common scale, not by one scale per row).
 - ``stable_rank``: ‖a‖²_F / σ₁², σ₁² by power iteration on aᵀa.
 - ``effective_rank``: exp of the entropy of the singular values normalised to sum 1
   (Roy & Vetterli 2007); ``epsilon_rank``: the smallest r with ‖a − a_r‖_F ≤ ε‖a‖_F,
@@ -45,7 +49,7 @@ from scipy.stats import rankdata
 
 from attnscope.io import markdown_table
 from attnscope.stats import cluster_mean_interval
-from attnscope.store import GENERATED, HEAD_MEAN, TARGET, open_store, prompt_groups
+from attnscope.store import GENERATED, HEAD_MEAN, TARGET, WORD_SEGMENTS, open_store, prompt_groups
 from attnscope.theory.rmt import epsilon_rank_of_spectrum as epsilon_rank
 
 STREAMED = (
@@ -58,6 +62,8 @@ STREAMED = (
     "clue_target_mass",
     "cosine_pearson",
     "cosine_spearman",
+    "cosine_pearson_words",
+    "cosine_spearman_words",
     "stable_rank",
 )
 """Metrics computed for every map during the capture."""
@@ -215,6 +221,26 @@ def spectral_ranks(sigma: np.ndarray, epsilon: float) -> np.ndarray:
     return np.array([effective_rank(sigma), epsilon_rank(sigma, epsilon)])
 
 
+@dataclass(frozen=True)
+class CosinePairs:
+    """The token pairs a cosine correlation runs over (flat indices into a [query, key] map) and
+    the embedding cosine on them as centred unit vectors, of its values and of its ranks."""
+
+    index: np.ndarray
+    unit: np.ndarray | None
+    rank_unit: np.ndarray | None
+
+    @classmethod
+    def of(cls, cosine: np.ndarray, tokens: np.ndarray) -> CosinePairs:
+        """The pairs j < i with both tokens in the boolean mask ``tokens``."""
+        pairs = np.tri(len(tokens), len(tokens), -1, dtype=bool) & tokens[:, None] & tokens[None, :]
+        index = np.flatnonzero(pairs)
+        if len(index) < 2:
+            return cls(index, None, None)
+        values = np.asarray(cosine).ravel()[index]
+        return cls(index, _unit_centered(as_float32(values)), _unit_centered(average_ranks(values)))
+
+
 @dataclass
 class MapLayout:
     """A prompt's token labels and embedding cosine, prepared once for all of its maps."""
@@ -222,29 +248,28 @@ class MapLayout:
     token_shot: np.ndarray
     token_segment: np.ndarray
     cosine: np.ndarray
-    triangle: np.ndarray = field(init=False)
-    cosine_unit: np.ndarray | None = field(init=False)
-    cosine_rank_unit: np.ndarray | None = field(init=False)
+    cosine_pairs: CosinePairs = field(init=False)
+    word_cosine_pairs: CosinePairs = field(init=False)
     clue_queries: np.ndarray = field(init=False)
     target_keys: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
-        n = len(self.token_shot)
-        self.triangle = np.flatnonzero(np.tri(n, n, -1, dtype=bool))  # flat indices of j < i
-        pairs = np.asarray(self.cosine).ravel()[self.triangle]
-        self.cosine_unit = _unit_centered(as_float32(pairs))
-        self.cosine_rank_unit = _unit_centered(average_ranks(pairs))
         segment = np.asarray(self.token_segment)
+        self.cosine_pairs = CosinePairs.of(self.cosine, np.ones(len(segment), dtype=bool))
+        self.word_cosine_pairs = CosinePairs.of(self.cosine, np.isin(segment, WORD_SEGMENTS))
         self.clue_queries = np.flatnonzero(segment == GENERATED)
         self.target_keys = np.flatnonzero(segment == TARGET)
 
 
-def cosine_correlations(a: np.ndarray, layout: MapLayout) -> tuple[float, float]:
-    """(Pearson, Spearman) of a map with the embedding cosine over the strict causal triangle."""
-    pairs = np.ascontiguousarray(a).ravel()[layout.triangle]
+def cosine_correlations(a: np.ndarray, pairs: CosinePairs) -> tuple[float, float]:
+    """(Pearson, Spearman) of a map with the embedding cosine over ``pairs`` (NaN with fewer
+    than two pairs or no spread)."""
+    values = np.ascontiguousarray(a).ravel()[pairs.index]
+    if len(values) < 2:
+        return float("nan"), float("nan")
     return (
-        correlation(as_float32(pairs), layout.cosine_unit),
-        correlation(average_ranks(pairs), layout.cosine_rank_unit),
+        correlation(as_float32(values), pairs.unit),
+        correlation(average_ranks(values), pairs.rank_unit),
     )
 
 
@@ -259,7 +284,8 @@ def streamed_metrics(a: np.ndarray, layout: MapLayout) -> np.ndarray:
             sink_mass(a32),
             *shot_masses(a32, layout.token_shot),
             block_mass(a32, layout.clue_queries, layout.target_keys),
-            *cosine_correlations(a, layout),
+            *cosine_correlations(a, layout.cosine_pairs),
+            *cosine_correlations(a, layout.word_cosine_pairs),
             stable_rank(a32),
         ]
     )

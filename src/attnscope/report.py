@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from attnscope.io import cell_text
+
 PAGE_STYLE = """
 body { font-family: system-ui, sans-serif; font-size: 13px; margin: 1.2em; color: #222; }
 h1 { font-size: 17px; } h2 { font-size: 15px; margin-top: 1.6em; }
@@ -61,9 +63,7 @@ def clue_comparison(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def _cell(value: object, verdict_column: bool) -> str:
-    text = "" if value is None or (isinstance(value, float) and value != value) else str(value)
-    if isinstance(value, float) and text:
-        text = f"{value:.4g}"
+    text = cell_text(value)
     css = f' class="{text.replace(" ", "-")}"' if verdict_column and text else ""
     return f"<td{css}>{html.escape(text)}</td>"
 

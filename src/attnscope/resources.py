@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from attnscope import variants
-from attnscope.config import SMOLLM2_GGUF
+from attnscope.config import SMOLLM2_GGUF, Plan
 
 BASE_MB = 1500
 """A Python job with torch, transformers and pandas imported."""
@@ -225,6 +225,44 @@ def spectra_resources(size: ModelSize, device: str = "cpu") -> Resources:
     # full SVDs: ~10 s per billion parameters on a GPU, ~5 min on a few CPU cores
     compute = size.parameters / 1e9 * (10 if gpu else 300)
     return Resources(_round_mb(BASE_MB + weights + largest), _runtime(size, compute), gpu)
+
+
+def model_job(
+    rule: str, config: Mapping[str, Any], plan: Plan, wildcards: Mapping[str, str], inputs: Mapping[str, Any]
+) -> Resources:
+    """The request of one job of a rule that runs a model (``wildcards`` and ``inputs``: the job's,
+    as Snakemake passes them to a resource function), sized from its manifest once there."""
+    spec = config["models"][wildcards["model"]]
+    if rule == "prepare_model":  # sized from the spec: the manifest is its output
+        return prepare_resources(spec, model_size(spec))
+    size = model_size(spec, inputs.get("manifest"))
+    if rule == "weight_spectra":
+        return spectra_resources(size, config["spectra"]["device"])
+    if rule == "head_types":  # probe_count prompts of BOS + two copies of probe_length tokens
+        heads = config["heads"]
+        return attention_resources(
+            spec,
+            size,
+            wildcards["variant"],
+            n_prompts=heads["probe_count"],
+            tokens=2 * heads["probe_length"] + 1,
+        )
+    experiment = plan.experiments[wildcards["experiment"]]
+    n_prompts, tokens = len(experiment.targets), prompt_tokens(inputs.get("prompts"), experiment.k)
+    if rule == "generate_clues":
+        generation = config["generation"]
+        return generation_resources(
+            spec,
+            size,
+            wildcards["variant"],
+            n_prompts=n_prompts,
+            tokens=tokens,
+            max_new_tokens=generation["max_new_tokens"],
+            batch_size=generation["batch_size"],
+        )
+    if rule == "extract_attention":
+        return attention_resources(spec, size, wildcards["variant"], n_prompts=n_prompts, tokens=tokens)
+    raise ValueError(f"no resource estimate for rule {rule!r}")
 
 
 class CudaUnavailableError(RuntimeError):

@@ -144,13 +144,20 @@ def value_domain(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
 
 
 COSINE_STATEMENT = "Attention is only weakly related to the embedding cosine similarity"
-COSINE_COLUMNS = ["cosine_pearson", "cosine_spearman"]
+COSINE_COLUMNS = {
+    "words": ["cosine_pearson_words", "cosine_spearman_words"],
+    "full": ["cosine_pearson", "cosine_spearman"],
+}
+"""The correlation columns of the metrics table under each analysis choice that has them (the
+renormalised choices have none: renormalising rescales each row, which a correlation over
+pairs of many rows does not undo)."""
+COSINE_PAIRS = {"words": "word and clue tokens, values as given", "full": "full maps"}
 
 
-def _cosine_result(rows: pd.DataFrame, th: Thresholds, heads: int = 0) -> Result:
+def _cosine_result(rows: pd.DataFrame, th: Thresholds, choice: str, heads: int = 0) -> Result:
     """The largest |r| or |ρ| (means over prompts) over the columns of ``rows``: layers, or with
     ``heads`` the layer × head pairs numbered layer·heads + head."""
-    table = prompt_table(rows, ["trained"], COSINE_COLUMNS)
+    table = prompt_table(rows, ["trained"], COSINE_COLUMNS[choice])
     if table is None:
         return not_measured("no trained attention metrics")
     interval = table.interval(lambda m: np.nanmax(np.abs(m), axis=(-2, -1)))
@@ -162,29 +169,28 @@ def _cosine_result(rows: pd.DataFrame, th: Thresholds, heads: int = 0) -> Result
     measured = (
         f"largest |r| or |ρ| of {what} maps = {interval} ({where}); mean over "
         f"{'heads and layers' if heads else 'layers'} r = {np.nanmean(means[0]):.3g}, "
-        f"ρ = {np.nanmean(means[1]):.3g} (full maps)"
+        f"ρ = {np.nanmean(means[1]):.3g} ({COSINE_PAIRS[choice]})"
     )
     return Result(verdict, interval, measured, n_seeds=table.n_seeds)
 
 
 def cosine_weak(ev: Evidence, th: Thresholds, setting: Setting) -> list[tuple[str, Result]]:
     """The correlation with the input-embedding cosine on the head-mean maps (what fig. 8.6
-    shows) and, where the metrics have them, on every head: a head the mean hides counts."""
+    shows) and, where the metrics have them, on every head: a head the mean hides counts.
+    Measured under the choices of :data:`COSINE_COLUMNS` (no result under the others)."""
     metrics = ev.metrics
-    if not set(COSINE_COLUMNS) <= set(metrics.columns):
+    if setting.choice not in COSINE_COLUMNS:
+        return []
+    if not set(COSINE_COLUMNS[setting.choice]) <= set(metrics.columns):
         return [(COSINE_STATEMENT, not_measured("no trained attention metrics"))]
     head = metrics["head"] if "head" in metrics else pd.Series(HEAD_MEAN, index=metrics.index)
-    results = [(COSINE_STATEMENT, _cosine_result(metrics[head == HEAD_MEAN], th))]
+    results = [(COSINE_STATEMENT, _cosine_result(metrics[head == HEAD_MEAN], th, setting.choice))]
     per_head = metrics[head != HEAD_MEAN]
     if len(per_head):
         heads = int(per_head["head"].max()) + 1
         per_head = per_head.assign(layer=per_head["layer"] * heads + per_head["head"])
-        results.append(
-            (
-                f"Per head: {COSINE_STATEMENT[0].lower()}{COSINE_STATEMENT[1:]}",
-                _cosine_result(per_head, th, heads),
-            )
-        )
+        statement = f"Per head: {COSINE_STATEMENT[0].lower()}{COSINE_STATEMENT[1:]}"
+        results.append((statement, _cosine_result(per_head, th, setting.choice, heads)))
     return results
 
 

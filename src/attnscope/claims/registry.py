@@ -117,9 +117,10 @@ CLAIMS = (
         "8.3, 9.1",
         COSINE_STATEMENT,
         "largest per-layer (per-head) mean |Pearson r| or |Spearman ρ| of attention with the "
-        "input-embedding cosine, head-mean maps and every head",
+        "input-embedding cosine over the query–key pairs of the choice, head-mean maps and every head",
         "supported < {t.weak_correlation:g}; contradicted ≥ {t.strong_correlation:g}",
         cosine_weak,
+        MAPS,
     ),
     Claim(
         "random-uniform",

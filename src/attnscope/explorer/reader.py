@@ -26,16 +26,18 @@ import zarr
 import zarr.storage
 from zarr.abc.store import SuffixByteRequest
 
-from attnscope import mapdata
+from attnscope import mapdata, paths
 from attnscope.chunks import METADATA_KEYS, MissingChunkError, StrictStore, check_chunks
 from attnscope.mapview import ATTENTION_CMAP, BOUNDARY_COLOR, COSINE_CMAP, MASK_COLOR, MapAxis
 from attnscope.store import GENERATED, HEAD_MEAN, STORE_VERSION
 
 log = logging.getLogger("attnscope")
 
-STORE_GLOB = "attention/*/*/*.zarr"
+STORE_GLOB = paths.ATTENTION_STORE.removeprefix(f"{paths.RESULTS}/").format(
+    model="*", variant="*", experiment="*"
+)
 """Where the stores lie under a results folder: ``attention/{model}/{variant}/{experiment}.zarr``."""
-PARTIAL_GLOB = "attention/*/*/.*.zarr.partial"
+PARTIAL_GLOB = STORE_GLOB.replace("/*.zarr", "/.*.zarr.partial")
 """An unfinished store (``attention.partial_path``)."""
 
 LEVELS = ("token", "word", "word_mean", "thesis_word", "cosine")

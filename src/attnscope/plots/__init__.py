@@ -6,8 +6,8 @@ Agg canvas), so figures are cheap to build in a loop and safe in worker processe
 :func:`save_figure` writes one as PNG and SVG. Which thesis figure each function
 reproduces is in its docstring and in ``docs/figures.md``. The modules: :mod:`.common`
 (style, colours, writing), :mod:`.maps` (attention maps), :mod:`.curves` (metric curves),
-:mod:`.spectra` (weight spectra), :mod:`.theory` (the theory figures), :mod:`.knockout`
-(knockout effects).
+:mod:`.spectra` (weight spectra), :mod:`.theory` (the theory figures), :mod:`.heads` (head types,
+attention rollout), :mod:`.knockout` (knockout effects).
 
 Conventions shared by all figures:
 
@@ -22,6 +22,7 @@ Conventions shared by all figures:
 
 from attnscope.plots.common import STYLE, resolve_layers, save_figure, variant_color
 from attnscope.plots.curves import METRIC_LABELS, plot_metric_curves
+from attnscope.plots.heads import plot_head_types, plot_rollout
 from attnscope.plots.knockout import plot_knockout_effects
 from attnscope.plots.maps import (
     attention_figure,
@@ -41,9 +42,11 @@ __all__ = [
     "plot_attention_maps",
     "plot_base_alignment",
     "plot_cosine_and_attention",
+    "plot_head_types",
     "plot_knockout_effects",
     "plot_metric_curves",
     "plot_mp_density",
+    "plot_rollout",
     "plot_slerp_kl",
     "plot_squared_singular_values",
     "resolve_layers",

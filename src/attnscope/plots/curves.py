@@ -21,6 +21,8 @@ METRIC_LABELS = {
     "clue_target_mass": "clue → target mass",
     "cosine_pearson": "Pearson r with cosine",
     "cosine_spearman": "Spearman ρ with cosine",
+    "cosine_pearson_words": "Pearson r with cosine, words and clues",
+    "cosine_spearman_words": "Spearman ρ with cosine, words and clues",
     "stable_rank": "stable rank",
     "effective_rank": "effective rank",
     "epsilon_rank": "ε-rank",

@@ -15,7 +15,7 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
-from attnscope.mapview import ATTENTION_CMAP, BOUNDARY_COLOR, COSINE_CMAP, MASK_COLOR, MapAxis
+from attnscope.mapview import ATTENTION_CMAP, BOUNDARY_COLOR, COSINE_CMAP, MAP_KINDS, MASK_COLOR, MapAxis
 from attnscope.plots.common import STYLE, _wrap, resolve_layers
 
 if TYPE_CHECKING:
@@ -267,6 +267,8 @@ def attention_figure(maps: PromptMaps, kind: str, options: Mapping[str, Any], he
     (``options["grid_layers"]`` in a 2×2 grid), cosine (the embedding cosine beside
     ``options["cosine_layers"]``), token_pass / word_pass (every layer), thesis_grid (the
     thesis's words and layers, each panel on its own scale)."""
+    if kind not in MAP_KINDS:
+        raise ValueError(f"no attention-map figure of kind {kind!r}; the kinds: {', '.join(MAP_KINDS)}")
     color_max = options["color_max"]
     region = "prompt + generated clue" if maps.clue is not None else "prompt only"
     if kind == "thesis_grid":

@@ -1,0 +1,519 @@
+"""Render docs/performance.md from the benchmarks' JSON results in benchmarks/out/.
+
+    python benchmarks/render_performance.py           # rewrite docs/performance.md
+    python benchmarks/render_performance.py --check   # exit 1 if it is out of date
+
+Every figure in the page comes from one JSON file and is printed once, under the machine,
+command, commit and date that produced it. The same JSON gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "benchmarks" / "out"
+PAGE = ROOT / "docs" / "performance.md"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One figure of a table: what it is, its value, the target and whether it is met."""
+
+    figure: str
+    value: str
+    target: str = ""
+    met: bool | None = None
+
+
+class Result:
+    """One benchmark's JSON, read by dotted key paths; a missing key names the file and key."""
+
+    def __init__(self, name: str, data: dict[str, Any]):
+        self.name, self.data = name, data
+
+    def __getitem__(self, path: str) -> Any:
+        value: Any = self.data
+        for key in path.split("."):
+            if not isinstance(value, dict) or key not in value:
+                raise ValueError(f"benchmarks/out/{self.name}.json: no key {path!r}")
+            value = value[key]
+        return value
+
+    def get(self, path: str) -> Any:
+        try:
+            return self[path]
+        except ValueError:
+            return None
+
+
+def seconds(s: float) -> str:
+    """Seconds with a precision that suits their size."""
+    if s >= 100:
+        return f"{s:.0f} s"
+    return f"{s:.2f} s" if s >= 0.1 else f"{1000 * s:.1f} ms"
+
+
+def times(x: float) -> str:
+    return f"{x:.2f}×"
+
+
+def short_commit(commit: str) -> str:
+    """The first 12 hex digits of a commit, keeping a ``-dirty`` mark."""
+    digits, dirty, _ = commit.partition("-dirty")
+    return digits[:12] + dirty
+
+
+def source(result: Result) -> str:
+    """The line that says which machine and command produced a result."""
+    m = result["machine"]
+    parts = [f"{result['machine.cores']} cores", result["machine.cpu"]]
+    if m.get("ram_gib") is not None:
+        parts.append(f"{m['ram_gib']} GiB RAM")
+    parts.append(m.get("gpu") or "no GPU")
+    parts.append(f"Python {result['machine.python']}")
+    if m.get("torch"):
+        parts.append(f"torch {m['torch']}")
+    if m.get("load_average_1min_start_end") is not None:
+        parts.append("1-min load average {} → {}".format(*m["load_average_1min_start_end"]))
+    elif m.get("load_average_1min") is not None:
+        parts.append(f"1-min load average {m['load_average_1min']} at the end")
+    line = (
+        f"Source: `{result['command']}` at commit `{short_commit(result['commit'])}`, {result['date']}; "
+        f"{', '.join(parts)}."
+    )
+    if result.get("transcribed"):
+        line += f" *Transcribed:* {result['transcribed']}."
+    return line
+
+
+def table(rows: Iterable[Row]) -> list[str]:
+    lines = ["| figure | value | target | met |", "|---|---|---|---|"]
+    for row in rows:
+        met = {True: "yes", False: "**no**", None: ""}[row.met]
+        lines.append(f"| {row.figure} | {row.value} | {row.target} | {met} |")
+    return lines
+
+
+def workflow(r: Result) -> list[str]:
+    rows = [
+        Row(
+            f"cold default run ({r['cold_run_jobs']} jobs, `--cores {r['cores']}`)",
+            seconds(r["cold_run_s"]),
+            "≤ 9 min",
+            r["cold_run_s"] <= 540,
+        ),
+        Row(
+            f"no-op rerun ({r['noop_rerun_jobs']} jobs run)",
+            seconds(r["noop_rerun_s"]),
+            "≤ 3 s",
+            r["noop_rerun_s"] <= 3 and r["noop_rerun_jobs"] == 0,
+        ),
+    ]
+    if r.get("compared_with"):
+        diffs = r["differences"]
+        rows.append(
+            Row(
+                f"outputs against {r['compared_with']}: Parquet bytes, Zarr arrays",
+                "equal" if not diffs else f"{len(diffs)} differ",
+                "equal",
+                not diffs,
+            )
+        )
+    rows += [
+        Row(f"`{rule}` job seconds ({entry['jobs']} jobs)", seconds(entry["s"]))
+        for rule, entry in r["cold_run_profile.rules"].items()
+    ]
+    return table(rows)
+
+
+def ratio_row(figure: str, value: float | None, limit: float | None = None) -> Row | None:
+    """A ratio with its ≤ target; None where the JSON does not carry the figure."""
+    if value is None:
+        return None
+    if limit is None:
+        return Row(figure, times(value))
+    return Row(figure, times(value), f"≤ {limit:g}×", value <= limit)
+
+
+ATTENTION_RATIOS = (
+    ("capture + write / forward", "median_round_ratio_to_forward", "capture_write", 1.2),
+    ("capture + write / decoder", "median_round_ratio_to_decoder_forward", "capture_write", 1.15),
+    ("naive `output_attentions` + write / forward", "median_round_ratio_to_forward", "naive", None),
+    ("naive `output_attentions` + write / decoder", "median_round_ratio_to_decoder_forward", "naive", None),
+    ("full extraction, heads kept / decoder", "median_round_ratio_to_decoder_forward", "extract", 1.4),
+    (
+        "full extraction, head means / decoder",
+        "median_round_ratio_to_decoder_forward",
+        "extract_head_means",
+        1.4,
+    ),
+)
+"""Per prompt: the figure, the JSON's ratio table, its mode, the target (≤, None: none)."""
+
+
+def attention(r: Result) -> list[str]:
+    lines = [
+        "Per prompt (target Ant), median over the rounds of each round's ratio; *decoder* is the",
+        "decoder-only forward the capture runs (no LM head), *forward* the whole model's.",
+        "",
+    ]
+    rows: list[Row | None] = []
+    for t in r["timing"]:
+        at = f"k = {t['shots']}, {t['tokens']} tokens"
+        rows += [
+            ratio_row(f"{f}, {at}", t.get(ratios, {}).get(mode), limit)
+            for f, ratios, mode, limit in ATTENTION_RATIOS
+        ]
+        rows += [
+            ratio_row(
+                f"`kernel: sdpa` extraction / SDPA decoder, {at}",
+                t.get("sdpa_extract_over_sdpa_decoder_forward"),
+                1.2,
+            ),
+            ratio_row(f"zstd encoding of `attn` alone / decoder, {at}", t.get("encode_over_decoder_forward")),
+            Row(
+                f"stored `attn` bytes / raw float32, {at}",
+                f"{t['stored_over_raw_float32']:.4f}",
+                "≤ 0.2",
+                t["stored_over_raw_float32"] <= 0.2,
+            ),
+            Row(
+                f"stored float16 values exact, {at}",
+                "yes" if t["float16_exact"] else "no",
+                "exact",
+                t["float16_exact"],
+            ),
+        ]
+        if "singular_values_seconds" in t:
+            svd = ", ".join(f"{k} {seconds(v)}" for k, v in t["singular_values_seconds"].items())
+            rows.append(Row(f"singular values of the prompt's maps, {at}", svd))
+    for e in r["experiments"]:
+        at = f"k = {e['shots']}, {e['prompts']} prompts of {e['tokens'][0]}–{e['tokens'][1]} tokens"
+        ratio = e["median_round_ratio"]
+        rows += [
+            ratio_row(
+                f"one experiment's extraction, shared prefix ({e['shared_prefix_tokens']} tokens) "
+                f"/ decoder forwards, {at}",
+                ratio["shared_over_forwards"],
+                1.4,
+            ),
+            ratio_row(f"the same, each prompt whole / decoder forwards, {at}", ratio["whole_over_forwards"]),
+        ]
+    for m in r["memory"]:
+        mib = f" ({m['extra_peak_mib']:.1f} MiB)" if m.get("extra_peak_mib") is not None else ""
+        figure = (
+            f"extra peak memory of `{m['mode']}` over a decoder forward, {m['tokens']} tokens, "
+            "in one layer's float32 attention"
+        )
+        value = f"{m['extra_over_layer']:.2f}×{mib}"
+        if m["mode"] == "naive":  # the reference the capture avoids, no target of its own
+            rows.append(Row(figure, value))
+        else:
+            rows.append(Row(figure, value, "≤ 2×", m["extra_over_layer"] <= 2))
+    for store in r["workflow_stores"]:
+        ratio = store["stored_over_raw_float32"]
+        rows.append(
+            Row(
+                f"stored `attn` bytes / raw float32, workflow store `{store['store']}`",
+                f"{ratio:.4f}",
+                "≤ 0.2",
+                ratio <= 0.2,
+            )
+        )
+    lines += table(row for row in rows if row is not None)
+    for t in r["timing"]:
+        profile = t.get("profile")
+        if not profile:
+            continue
+        modes = list(profile)
+        lines += [
+            "",
+            f"Where the extraction's seconds go, k = {t['shots']} ({t['tokens']} tokens), in units of "
+            "the decoder forward beside them (median of the runs):",
+            "",
+            "| phase | " + " | ".join(f"`{mode}`" for mode in modes) + " |",
+            "|---|" + "---:|" * len(modes),
+        ]
+        for phase in profile[modes[0]]["over_decoder_forward"]:
+            cells = [times(profile[mode]["over_decoder_forward"][phase]) for mode in modes]
+            lines.append(f"| {phase.strip()} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def generation(r: Result) -> list[str]:
+    at = (
+        f"{r['prompts']} prompts of {r['mean_prompt_tokens']} tokens on average "
+        f"({r['shared_prefix_tokens']} shared), batch {r['batch_size']}, "
+        f"{r['generated_tokens']} tokens generated"
+    )
+    rows = [
+        Row(f"one prompt at a time, {at}", seconds(r["sequential_s"])),
+        Row(
+            "shared-prefix KV cache, prompts joining as rows free (the rule's route): speed-up",
+            f"{times(r['speedup_shared_prefix'])} ({seconds(r['shared_prefix_s'])})",
+            "≥ 2.5×",
+            r["speedup_shared_prefix"] >= 2.5,
+        ),
+        Row(
+            "the same in fixed batches: speed-up",
+            f"{times(r['speedup_shared_prefix_fixed_batches'])} "
+            f"({seconds(r['shared_prefix_fixed_batches_s'])})",
+        ),
+        Row(
+            "batched without the shared prefix: speed-up",
+            f"{times(r['speedup_batched'])} ({seconds(r['batched_s'])})",
+        ),
+        Row(
+            "outputs of every route identical",
+            "yes" if r["same_outputs"] else "no",
+            "identical",
+            r["same_outputs"],
+        ),
+    ]
+    for route in ("sequential", "shared_prefix"):
+        p = r[f"profile.{route}"]
+        rows.append(
+            Row(
+                f"`{route}`: prefill calls (tokens) / decode steps",
+                f"{p['prefill_calls']} ({p['prefill_tokens']} tokens) in {seconds(p['prefill_s'])} / "
+                f"{p['decode_steps']} in {seconds(p['decode_s'])}",
+            )
+        )
+    return table(rows)
+
+
+def model_load(r: Result) -> list[str]:
+    return table(
+        [
+            Row("load from the safetensors cache", seconds(r["cache_load_s"])),
+            Row("convert the GGUF", seconds(r["gguf_load_s"])),
+            Row("speed-up of the cache", f"{r['speedup']:.1f}×"),
+            Row("prepare the model once (`prepare_model`)", seconds(r["prepare_once_s"])),
+        ]
+    )
+
+
+def spectra(r: Result) -> list[str]:
+    verdict, timings = r["verdict"], r["timings_s"]
+    ours = timings["attnscope compute_spectra"]
+    before, after = r["load_average_before_after"]
+    lines = [
+        f"{verdict['matrices_compared']} matrices of {r['model']}, "
+        f"{r['threads']} threads, best of {r['repeats']}; load average {before[0]:.2f} → {after[0]:.2f}.",
+        "",
+    ]
+    rows = [
+        Row(f"`{name}`", f"{seconds(s)} ({times(s / ours)} the default `compute_spectra`)")
+        for name, s in sorted(timings.items(), key=lambda item: item[1])
+    ]
+    rows += [
+        Row(
+            "`randomize: false` vs WeightWatcher `analyze()`",
+            times(verdict["speedup_vs_weightwatcher"]),
+            "≥ 5×",
+            verdict["pass_weightwatcher_5x"],
+        ),
+        Row(
+            "default (randomisation test) vs `analyze(mp_fit=True, randomize=True)`",
+            times(verdict["speedup_vs_weightwatcher_mp_fit_randomize"]),
+            "≥ 5×",
+            verdict["pass_weightwatcher_mp_fit_randomize_5x"],
+        ),
+        Row(
+            "`randomize: false` / fastest bare decomposition loop",
+            times(verdict["ratio_to_fastest_bare_loop"]),
+            "≤ 1.2×",
+            verdict["pass_within_1.2x_bare"],
+        ),
+        Row(
+            f"largest relative eigenvalue difference to WeightWatcher "
+            f"({verdict['matrices_compared']} matrices)",
+            f"{verdict['max_rel_eigenvalue_diff']:.1e}",
+            "≤ 1e-4",
+            verdict["pass_accuracy"],
+        ),
+    ]
+    return lines + table(rows)
+
+
+def choices(r: Result) -> list[str]:
+    at = f"one synthetic {r['tokens']}-token prompt, {r['layers']} layers"
+    return table(
+        [
+            Row(
+                f"layers in chunks (the capture's way), {at}",
+                f"{seconds(r['chunked.seconds'])}, +{r['chunked.peak_added_mib']:.0f} MiB peak",
+            ),
+            Row(
+                f"all layers at once, {at}",
+                f"{seconds(r['all_layers_at_once.seconds'])}, "
+                f"+{r['all_layers_at_once.peak_added_mib']:.0f} MiB peak",
+            ),
+        ]
+    )
+
+
+def explorer(r: Result) -> list[str]:
+    kind = "synthetic store" if r["synthetic"] else "store"
+    rows = [
+        Row(
+            f"server start to the first map ({kind} `{r['store']}`, {r['store_mib']} MiB, "
+            f"{r['tokens_shown']} tokens shown)",
+            seconds(r["first_map_s"]),
+            "< 2 s",
+            r["first_map_s"] < 2,
+        ),
+        Row(
+            f"layer/head switch (`/api/map`{', per-head maps' if r['per_head'] else ''}) p50 / p95",
+            f"{r['switch_p50_ms']:.1f} / {r['switch_p95_ms']:.1f} ms",
+            "p95 < 200 ms",
+            r["switch_p95_ms"] < 200,
+        ),
+    ]
+    if r.get("curves_p95_ms") is not None:
+        rows.append(Row("metric curves (`/api/metrics`) p95", f"{r['curves_p95_ms']:.1f} ms"))
+    for clients in (1, 10, 20):
+        p95 = r.get(f"clients{clients}_p95_ms")
+        if p95 is None:
+            continue
+        target = ("p95 < 200 ms", p95 < 200) if clients == 20 else ("", None)
+        rows.append(
+            Row(
+                f"100 map requests from {clients} client{'s' if clients > 1 else ''} at once, p50 / p95",
+                f"{r[f'clients{clients}_p50_ms']:.1f} / {p95:.1f} ms",
+                *target,
+            )
+        )
+    if r.get("page_view_p50_ms") is not None:
+        rows += [
+            Row(
+                "the page's own view time (headless Chromium) p50 / p95",
+                f"{r['page_view_p50_ms']:.1f} / {r['page_view_p95_ms']:.1f} ms",
+            ),
+            Row("the page's JS heap", f"{r['page_js_heap_mib']:.0f} MiB"),
+            Row("server RSS after the page", f"{r['server_rss_mib_after_page']:.0f} MiB"),
+        ]
+    else:
+        rows.append(Row("server RSS", f"{r['server_rss_mib']:.0f} MiB"))
+    return table(rows)
+
+
+SECTIONS: dict[str, tuple[str, str, Callable[[Result], list[str]]]] = {
+    "workflow": (
+        "The default workflow",
+        "A cold run of the default config in a fresh working directory (nothing cached), then the "
+        "same command again, which must run no job; per-rule job seconds from Snakemake's benchmark files.",
+        workflow,
+    ),
+    "attention": (
+        "Attention capture and extraction",
+        "The attention capture into Zarr on the embedded SmolLM2 against plain forwards, modes "
+        "alternating in rounds; memory per mode in a fresh process; stored bytes "
+        "([attention.md](attention.md#performance) explains the modes and the floor).",
+        attention,
+    ),
+    "generation": (
+        "Generation",
+        "Greedy generation of the Animals k = 3 prompts on the embedded model, routes alternating "
+        "in one run.",
+        generation,
+    ),
+    "model_load": (
+        "Model load",
+        "The embedded SmolLM2: the prepared safetensors cache against converting the GGUF.",
+        model_load,
+    ),
+    "spectra": (
+        "Weight spectra",
+        "Every weight spectrum of the embedded SmolLM2 with attnscope, WeightWatcher and bare "
+        "decomposition loops, side by side in one process "
+        "([spectra.md](spectra.md#decomposition-routes-and-speed)).",
+        spectra,
+    ),
+    "choices": (
+        "Analysis choices on a long prompt",
+        "The analysis choices of one Mistral-7B-shaped synthetic prompt, layers in chunks against "
+        "all at once.",
+        choices,
+    ),
+    "explorer": (
+        "Explorer",
+        "The explorer's server in its own process: first map, layer/head switches, concurrent "
+        "clients ([explorer.md](explorer.md#speed)).",
+        explorer,
+    ),
+}
+"""Per benchmark (the JSON's ``benchmark``; ``explorer-*`` files share one): heading,
+what it measures, and the function that turns its JSON into lines."""
+
+
+def load(out: Path = OUT) -> dict[str, dict[str, Any]]:
+    """Every ``*.json`` under ``out`` by file stem, sorted."""
+    results = {}
+    for path in sorted(out.glob("*.json")):
+        try:
+            results[path.stem] = json.loads(path.read_text())
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}: not valid JSON: {error}") from error
+    return results
+
+
+def render(results: dict[str, dict[str, Any]]) -> str:
+    """The page for ``results`` (file stem → JSON); the same input gives the same text."""
+    by_kind: dict[str, list[str]] = {kind: [] for kind in SECTIONS}
+    for name in sorted(results):
+        kind = name.split("-", 1)[0]
+        if kind not in SECTIONS:
+            raise ValueError(
+                f"benchmarks/out/{name}.json: no section for benchmark {kind!r} in {Path(__file__).name}"
+            )
+        by_kind[kind].append(name)
+    lines = [
+        "# Performance",
+        "",
+        "<!-- Generated by benchmarks/render_performance.py from benchmarks/out/*.json; do not edit. -->",
+        "",
+        "Every figure below comes from the JSON a script in `benchmarks/` wrote to `benchmarks/out/`,",
+        "and is given once, under the command, commit, date and machine that produced it. Ratios are",
+        "measured side by side in one run, so they hold where absolute times drift with the machine's",
+        "load. To update: run the benchmark, then `python benchmarks/render_performance.py`.",
+    ]
+    for kind, (heading, what, fn) in SECTIONS.items():
+        lines += ["", f"## {heading}", "", what]
+        if not by_kind[kind]:
+            lines += [
+                "",
+                f"Not measured yet: run `benchmarks/bench_{kind}.py` (its `--help` gives the options).",
+            ]
+        for name in by_kind[kind]:
+            result = Result(name, results[name])
+            if name != kind:
+                lines += ["", f"### `{name.split('-', 1)[1]}`"]
+            lines += ["", source(result), "", *fn(result)]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if docs/performance.md is out of date")
+    args = parser.parse_args()
+    text = render(load())
+    if args.check:
+        if not PAGE.is_file() or PAGE.read_text() != text:
+            sys.exit(f"{PAGE.relative_to(ROOT)} is out of date: run python benchmarks/render_performance.py")
+        return
+    tmp = PAGE.with_suffix(".md.tmp")
+    tmp.write_text(text)
+    tmp.replace(PAGE)
+    print(f"wrote {PAGE.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+# What heads do and where information flows (docs/heads.md), config section `heads:`: head-type
+# scores per layer × head on a seeded repeated-token probe, one job per model × spectra variant
+# (a head's type is a property of the weights, like its spectrum); attention rollout with the
+# residual per prompt from every attention store's head-mean maps.
+
+rule head_types:
+    input:
+        manifest=attnscope_paths.MANIFEST,
+    output:
+        table=attnscope_paths.HEAD_TYPES,
+        **figure_outputs(
+            attnscope_paths.HEAD_TYPE_FIGURE, "head_types", "Heads",
+            labels={"variant": "{variant}", "figure": "head types"},
+        ),
+    params:
+        heads=lambda wc: attnscope_config.config_slice(config, "heads", attnscope_config.HEADS_KEYS),
+        load=load_options,
+        dpi=lambda wc: config["figures"]["dpi"],
+    log:
+        "results/logs/head_types/{model}/{variant}.log",
+    benchmark:
+        "results/benchmarks/head_types/{model}/{variant}.tsv"
+    threads: MODEL_THREADS
+    resources:
+        **model_resources("head_types"),
+    script:
+        "../scripts/head_types.py"
+
+
+rule rollout:
+    input:
+        store=attnscope_paths.ATTENTION_STORE,
+    output:
+        table=attnscope_paths.ROLLOUT,
+        **figure_outputs(
+            attnscope_paths.ROLLOUT_FIGURE, "rollout", "Heads",
+            subcategory="{experiment} · {variant}",
+            labels={"variant": "{variant}", "figure": "attention rollout"},
+        ),
+    params:
+        dpi=lambda wc: config["figures"]["dpi"],
+    log:
+        "results/logs/rollout/{model}/{variant}/{experiment}.log",
+    benchmark:
+        "results/benchmarks/rollout/{model}/{variant}/{experiment}.tsv"
+    resources:
+        **fixed_resources(mem_mb=1000, runtime=10),
+    script:
+        "../scripts/rollout.py"
+
+
+rule heads:
+    input:
+        [
+            path
+            for model in PLAN.models
+            for variant in PLAN.spectra_variants
+            for path in (
+                attnscope_paths.HEAD_TYPES.format(model=model, variant=variant),
+                *figure_paths(attnscope_paths.HEAD_TYPE_FIGURE.format(model=model, variant=variant)),
+            )
+        ],
+        runs(attnscope_paths.ROLLOUT),
+        [path for stem in runs(attnscope_paths.ROLLOUT_FIGURE) for path in figure_paths(stem)],
