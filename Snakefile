@@ -58,6 +58,7 @@ include: "rules/spectra.smk"
 include: "rules/theory.smk"
 include: "rules/figures.smk"
 include: "rules/heads.smk"
+include: "rules/knockout.smk"
 include: "rules/report.smk"
 include: "rules/explore.smk"
 
@@ -71,4 +72,5 @@ rule all:
         rules.spectra.input,
         rules.heads.input,
         rules.theory_checks.output,
+        rules.knockouts.input,
         rules.report.input,

@@ -15,7 +15,7 @@ rule claims:
         # every model's evidence (attnscope.evidence lays out the files), by kind
         unpack(
             lambda wc: attnscope_evidence.evidence_files(
-                attnscope_evidence.evidence_layout(**PLAN.claims_spec())
+                attnscope_evidence.evidence_layout(**PLAN.claims_spec(), knockouts=KNOCKOUTS)
             )
         ),
     output:
@@ -24,7 +24,7 @@ rule claims:
         markdown=attnscope_paths.CLAIMS_MD,
         html=report(attnscope_paths.CLAIMS_HTML, caption="../report/claims.rst", category="Thesis claims"),
     params:
-        claims=lambda wc: PLAN.claims_spec(),
+        claims=lambda wc: {**PLAN.claims_spec(), "knockouts": KNOCKOUTS},
         bands=lambda wc: config["claims"]["bands"],
     log:
         "results/logs/claims.log",

@@ -78,9 +78,11 @@ AGGREGATE_SOURCES = {
     "clue_comparison": ("generate_clues", "clue_table"),
     "spectra_comparison": ("weight_spectra",),
     "spectra_figures": ("weight_spectra",),
+    "knockout_effects": ("knockout",),
 }
-"""Jobs that combine the jobs of several variants: an experiment's variant comparison and a
-model's spectra comparison rerun with the jobs they combine (same model, experiment)."""
+"""Jobs that combine the jobs of several variants: an experiment's variant comparison, its
+knockout effects and a model's spectra comparison rerun with the jobs they combine (same model,
+experiment)."""
 
 
 def with_aggregates(selected: list, jobs: list) -> list:

@@ -12,6 +12,7 @@ from attnscope import choices as attnscope_choices
 from attnscope import claims
 from attnscope.evidence import Evidence, copy_share
 from tests.test_choices import k3_labels, row_stochastic, shot_labels, shot_maps
+from tests.test_effects import synthetic
 
 LAYERS = 9  # thirds: 0-2 early, 3-5 middle, 6-8 late
 BASE = {
@@ -566,6 +567,23 @@ def _sv_max(passing: int, layers: int = 30) -> Evidence:
     return evidence(spectra={"trained": trained, "random-s0": trained.assign(sv_max=1.0)})
 
 
+def _knockout(**effect: float) -> Evidence:
+    """Knockout rows of target-shotwords and its control (named − control per window) or of
+    across-shots, each with its mean Δ log-probability per token."""
+    names = {
+        "shot0": "knockout-target-shotwords-L0-9",
+        "shot1": "knockout-target-shotwords-L10-19",
+        "control0": "knockout-control-target-shotwords-s0-L0-9",
+        "control1": "knockout-control-target-shotwords-s0-L10-19",
+        "across0": "knockout-across-shots-L0-9",
+        "across1": "knockout-across-shots-L10-19",
+    }
+    return evidence(knockout=synthetic({names[key]: value for key, value in effect.items()}))
+
+
+SHOTS_EQUAL = {"shot0": -0.2, "shot1": -0.2, "control0": -0.2, "control1": -0.2}
+
+
 S, NR, IN = claims.SUPPORTED, NOT_REPLICATED, claims.INCONCLUSIVE
 DIAGONAL = {S: bands(0.8, 0.2, 0.8), NR: bands(0.2, 0.1, 0.6), IN: bands(0.5, 0.2, 0.4)}
 ENTROPY = {S: bands(0.5, 0.7, 0.4), NR: bands(0.7, 0.5, 0.6), IN: bands(0.5, 0.55, 0.5)}
@@ -587,6 +605,16 @@ REACHABLE = {
         S: lambda: evidence(choices(boundary_drop=0.5)),
         NR: lambda: evidence(choices(boundary_drop=-0.1)),
         IN: lambda: evidence(choices(boundary_drop=0.2, noise=0.1)),
+    },
+    "built-from-shots": {
+        S: lambda: _knockout(**{**SHOTS_EQUAL, "shot0": -0.6}),  # hurts more in the first window
+        NR: lambda: _knockout(**{**SHOTS_EQUAL, "control0": -0.6, "control1": -0.6}),
+        IN: lambda: _knockout(**SHOTS_EQUAL),  # as much as the control
+    },
+    "shots-within": {
+        S: lambda: _knockout(across0=0.0, across1=-0.02),
+        NR: lambda: _knockout(across0=0.0, across1=-0.5),
+        IN: lambda: _knockout(across0=0.0, across1=-0.1),  # at the bar
     },
     "value-domain": {
         S: lambda: evidence(choices(small_mass=0.8)),
@@ -673,3 +701,14 @@ def test_cosine_per_head_counts_a_head_that_the_mean_hides():
     per_head = rows.loc["Per head: attention is only weakly related to the embedding cosine similarity"]
     assert per_head["verdict"] == NOT_REPLICATED and "(layer 8, head 2)" in per_head["measured"]
     assert per_head["estimate"] == pytest.approx(0.6, abs=0.02)
+
+
+def test_knockout_claims_are_not_measured_without_their_knockouts():
+    """No knockout, or the set without its control: not measured; the claim reads the set's own rows."""
+    for ev in (evidence(), _knockout(shot0=-0.6, shot1=-0.6, across0=-0.5)):
+        row = row_of(ev, "built-from-shots")
+        assert row["verdict"] == claims.NOT_MEASURED and "random control" in row["measured"]
+    assert verdict(evidence(), "shots-within") == claims.NOT_MEASURED
+    row = row_of(_knockout(**{**SHOTS_EQUAL, "shot0": -0.6}), "built-from-shots")
+    assert row["estimate"] == pytest.approx(0.4, abs=0.03) and row["n_prompts"] == 12
+    assert "L0-9" in row["measured"] and "L10-19" in row["measured"]

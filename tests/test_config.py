@@ -176,6 +176,8 @@ def mutated(path: list, value) -> dict:
         (["models", "smollm2", "dtype"], "fp8", r"models\.smollm2\.dtype: 'fp8' is not one of"),
         (["data", "clue_files"], KeyError, r"data: 'clue_files' is a required property"),
         (["heads", "probe_length"], 1, r"heads\.probe_length: 1 is less than the minimum of 2"),
+        (["knockout"], {"edges": ["target-words"]}, r"knockout\.edges\[0\]: 'target-words' is not one of"),
+        (["knockout"], {"windows": [[0]]}, r"knockout\.windows\[0\]: \[0\] is too short"),
     ],
 )
 def test_schema_errors_name_the_key(path, value, message):

@@ -106,6 +106,23 @@ def test_one_alpha_added_runs_only_that_variant(finished_run):
     assert {"generate_clues", "clue_table"} <= {rule for rule, _ in planned}
 
 
+def test_one_knockout_added_runs_only_that_knockout(finished_run):
+    """A new edge set in knockout.edges: its knockout job and the tables that combine it, nothing
+    of the other knockouts; a change of the control seed reruns only the controls."""
+
+    def add_edges(config):
+        config["knockout"] = {"edges": ["target-shotwords", "across-shots", "control-target-shotwords",
+                                        "target-shotclues"]}  # fmt: skip
+
+    planned, jobs = run_after(finished_run, add_edges)
+    added = ("knockout", f"model={MODEL}, variant=knockout-target-shotclues-L0-1, experiment=animals-k2")
+    assert planned == with_aggregates([added], jobs)
+    assert ("knockout_effects", f"model={MODEL}, experiment=animals-k2") in planned
+    planned, jobs = run_after(finished_run, set_key("knockout", {"control_seed": 1}))
+    control = "variant=knockout-control-target-shotwords-s1-L0-1"
+    assert planned == with_aggregates(having(jobs, control), jobs) and having(planned, control)
+
+
 def test_one_k_changed_runs_only_that_experiment(finished_run):
     # Every variant of animals-k2 reruns; food-k3, the model, the clues and the theory checks do not.
     planned, jobs = run_after(finished_run, set_key("experiments.animals-k2.k", 4))

@@ -65,6 +65,22 @@ def test_default_target_outputs(tiny_run):
         summary = (results / "metrics" / "tiny-mistral" / "trained" / f"{experiment}.summary.md").read_text()
         assert "row_entropy" in summary
     assert (results / "benchmarks" / "generate_clues" / "tiny-mistral" / "trained" / "food-k3.tsv").is_file()
+    # The knockouts of the claims experiment (config.yaml's knockout: on 2 layers, one window):
+    # the effects table, its figure, and the two knockout claims measured.
+    effects = pd.read_parquet(results / "knockout" / "tiny-mistral" / "animals-k2.parquet")
+    names = ["knockout-across-shots-L0-1", "knockout-target-shotwords-L0-1"]
+    assert effects["variant"].tolist() == [*names, "knockout-control-target-shotwords-s0-L0-1"]
+    assert (effects["n_prompts"] == 3).all() and effects["delta_token_low"].le(
+        effects["delta_token_high"]
+    ).all()
+    assert effects.set_index("variant")["vs_control"].notna().tolist() == [False, True, False]
+    assert (
+        "| target-shotwords | L0-1 | 3 | 3 |"
+        in (results / "knockout" / "tiny-mistral" / "animals-k2.md").read_text()
+    )
+    assert (results / "figures" / "tiny-mistral" / "animals-k2_knockout.svg").is_file()
+    claims = pd.read_parquet(results / "claims.parquet").set_index("claim")
+    assert claims.loc[["built-from-shots", "shots-within"], "verdict"].ne("not measured").all()
 
 
 def test_rerun_without_changes_runs_nothing(tiny_run):
@@ -101,6 +117,8 @@ def test_changing_one_k_reruns_only_that_experiment(tiny_run, tmp_path):
         "extract_attention",
         "attention_metrics",
         "rollout",
+        "knockout",  # the trained clue it scores and its greedy budget
+        "knockout_effects",
     } | summaries
     # Attention options rerun only the attention jobs; ε only the metrics (and what summarises them).
     config = tiny_config()

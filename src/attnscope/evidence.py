@@ -32,6 +32,8 @@ class Evidence:
     - ``alignment``: variant → its base-alignment table (trained and the random seeds);
     - ``clues``: generated clues of every variant and experiment: variant, experiment, seed,
       category, k, target, prompt_index, clue, format_ok, chrf, copy_share (:func:`copy_share`);
+    - ``knockout``: per prompt, what each knockout does to the trained clue (knockout jobs of the
+      reference experiments: :func:`attnscope.knockout.prompt_effects`);
     - ``description``: what the model is (its manifest: architecture, size, notes);
     - ``thesis_model``: whether this is the thesis's own model (Mistral-7B).
     """
@@ -43,6 +45,7 @@ class Evidence:
     spectra: dict[str, pd.DataFrame] = field(default_factory=dict)
     alignment: dict[str, pd.DataFrame] = field(default_factory=dict)
     clues: pd.DataFrame | None = None
+    knockout: pd.DataFrame = field(default_factory=pd.DataFrame)
     description: str = ""
     thesis_model: bool = False
     replicates: list[str] = field(default_factory=list)
@@ -77,10 +80,13 @@ def evidence_layout(
     runs: Mapping[str, Mapping[str, Any]],
     spectra_variants: Iterable[str],
     thesis_models: Iterable[str] = (),
+    knockouts: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Per model, the input files of its claims. ``experiments`` are the reference experiments
     (config names, pooled); ``runs`` maps every experiment of the run to its ``variants``,
-    ``seed`` and ``replicate_group`` (the config name its shot-seed replicates share)."""
+    ``seed`` and ``replicate_group`` (the config name its shot-seed replicates share);
+    ``knockouts``: model → experiment → its knockout variants (those of the reference
+    experiments' draws are read)."""
     replicates = [name for name, e in runs.items() if e["replicate_group"] in experiments]
     randoms = [v for v in spectra_variants if variant_names.parse(v).kind == "random"]
 
@@ -108,16 +114,22 @@ def evidence_layout(
             "alignment": {v: paths.ALIGNMENT.format(model=model, variant=v) for v in ["trained", *randoms]},
             "manifest": paths.MANIFEST.format(model=model),
             "thesis_model": model in set(thesis_models),
+            "knockout": [
+                [variant, name, paths.KNOCKOUT.format(model=model, variant=variant, experiment=name)]
+                for name, names in (knockouts or {}).get(model, {}).items()
+                if name in replicates
+                for variant in names
+            ],
         }
     return layout
 
 
 def evidence_files(layout: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]]:
     """The files of an :func:`evidence_layout`, by kind (a rule's named inputs)."""
-    kinds = ("metrics", "choices", "clues", "prompts", "spectra", "manifest")
+    kinds = ("metrics", "choices", "clues", "knockout", "prompts", "spectra", "manifest")
     files: dict[str, list[str]] = {kind: [] for kind in kinds}
     for entry in layout.values():
-        for kind in ("metrics", "choices", "clues"):
+        for kind in ("metrics", "choices", "clues", "knockout"):
             files[kind] += [path for _, _, path in entry[kind]]
         files["prompts"] += list(entry["prompts"].values())
         files["spectra"] += [*entry["spectra"].values(), *entry["alignment"].values()]
@@ -165,6 +177,7 @@ def load_evidence(model: str, entry: Mapping[str, Any]) -> Evidence:
         spectra={variant: pd.read_parquet(path) for variant, path in entry["spectra"].items()},
         alignment={variant: pd.read_parquet(path) for variant, path in entry["alignment"].items()},
         clues=pd.concat(clue_frames, ignore_index=True),
+        knockout=pd.concat([pd.read_parquet(path) for _, _, path in entry["knockout"]] or [pd.DataFrame()]),
         description=model_description(manifest),
         thesis_model=entry["thesis_model"],
         replicates=list(dict.fromkeys(name for _, name, _ in entry["choices"])),

@@ -43,10 +43,11 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
-from transformers import PreTrainedModel
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from attnscope import prompts, variants
+from attnscope import generation, prompts, variants
 from attnscope.store import INSTRUCTION_SEGMENT, SHOT_CLUE, SHOT_WORD, TARGET
 
 TARGET_KEYS = {
@@ -271,3 +272,53 @@ def clue_logprob(
         .cpu()
         .numpy()
     )
+
+
+def prompt_effects(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompt_table: pd.DataFrame,
+    trained_clues: pd.DataFrame,
+    variant: str,
+    greedy: bool = True,
+    max_new_tokens: int = 32,
+    clean_up: str = "attnscope",
+) -> pd.DataFrame:
+    """Per prompt, what the knockout ``variant`` does to the trained model's clue (its rows of
+    ``trained_clues``, by ``prompt_index``): the clue's log-probability under teacher forcing
+    without and with the knockout (``logprob_trained``, ``logprob_knockout``: sums over its
+    ``n_clue_tokens`` generated tokens) and their differences (``delta_total``, ``delta_token``:
+    the mean per token); with ``greedy``, the knocked-out greedy clue (``clue``) and its
+    :data:`attnscope.effects.GREEDY` scores against the trained clue (chrF as
+    :func:`attnscope.generation.clue_table` scores it against a reference)."""
+    parsed = variants.parse(variant)
+    trained = trained_clues.set_index("prompt_index")
+    end_marker = prompts.table_format(prompt_table).end_marker
+    rows, generations = [], []
+    for _, row in prompt_table.iterrows():
+        prompt_ids = [int(i) for i in row["input_ids"]]
+        clue_ids = [int(i) for i in trained.loc[row["prompt_index"], "generated_ids"]]
+        blocker = applied(model, parsed, prompts.prompt_annotation(row), len(prompt_ids))
+        before = clue_logprob(model, prompt_ids, clue_ids)
+        after = clue_logprob(model, prompt_ids, clue_ids, blocker)
+        rows.append(
+            {"n_clue_tokens": len(clue_ids), "logprob_trained": before.sum(), "logprob_knockout": after.sum(),
+             "delta_total": after.sum() - before.sum(), "delta_token": float(np.mean(after - before))}
+        )  # fmt: skip
+        if greedy:
+            with blocker:
+                generations += generation.generate(
+                    model, tokenizer, [prompt_ids], max_new_tokens, batch_size=1, progress=False,
+                    end_marker=end_marker, clean_up=clean_up,
+                )  # fmt: skip
+    table = prompt_table[["prompt_index", "prompt_id", "experiment", "target"]].reset_index(drop=True)
+    table = pd.concat([table.assign(variant=variant), pd.DataFrame(rows)], axis=1)
+    if greedy:
+        trained_clue = trained.loc[table["prompt_index"], "clue"].to_numpy()
+        scored = generation.clue_table(prompt_table.assign(reference_clue=trained_clue), generations)
+        table["trained_clue"] = trained_clue
+        table["clue"] = scored["clue"].to_numpy()
+        table["chrf"] = scored["chrf"].to_numpy()
+        table["exact_match"] = (table["clue"] == table["trained_clue"]).astype(float)
+        table["end_marker"] = scored["format_ok"].astype(float).to_numpy()
+    return table

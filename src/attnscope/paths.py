@@ -61,6 +61,13 @@ METRIC_CURVES_ACROSS_MODELS = "results/figures/across_models/{experiment}_metric
 HEAD_TYPE_FIGURE = "results/figures/{model}/{variant}_head_types"
 ROLLOUT_FIGURE = f"results/figures/{RUN}_rollout"
 
+KNOCKOUT = f"results/knockout/{RUN}.parquet"
+"""One knockout (a knockout variant) on one experiment: its per-prompt effects."""
+KNOCKOUT_EFFECTS = "results/knockout/{model}/{experiment}.parquet"
+KNOCKOUT_EFFECTS_MD = "results/knockout/{model}/{experiment}.md"
+KNOCKOUT_FIGURE = "results/figures/{model}/{experiment}_knockout"
+"""A figure's stem (its files add ``.png``, ``.svg``)."""
+
 CLAIMS = "results/claims.parquet"
 CLAIMS_SENSITIVITY = "results/claims_sensitivity.parquet"
 CLAIMS_MD = "results/claims.md"

@@ -89,6 +89,10 @@ class Thresholds:
     """mean share of a clue's word bigrams found in its prompt that counts as copying"""
     broken_share: float = 0.5
     """share of empty or unterminated clues that counts as 'empty or broken'"""
+    knockout_small: float = 0.1
+    """largest |Δ log-probability| per clue token (nats) of a knockout that 'hurts little': each
+    token of the trained clue keeps its probability within a factor e^±0.1 ≈ 1.1 (about ±10 %); an
+    equivalence margin, like ``resemblance``, chosen here (the thesis states no size)"""
     alpha: float = 0.05
     """false discovery rate of the per-layer tests (Benjamini–Hochberg)"""
 

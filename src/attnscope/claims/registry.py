@@ -17,6 +17,7 @@ from attnscope.claims.attention import (
     within_shot,
 )
 from attnscope.claims.clues import clue_claim, more_shots
+from attnscope.claims.knockout import built_from_shots, within_shots
 from attnscope.claims.records import Claim
 from attnscope.claims.weights import alignment_small, spectrum_rows
 
@@ -78,6 +79,28 @@ CLAIMS = (
         "supported ≥ {t.boundary_drop:g} and above the drop at placebo boundaries; contradicted ≤ 0",
         within_shot,
         MAPS,
+    ),
+    Claim(
+        "built-from-shots",
+        "8.2 (causal test)",
+        "The target's clue is built from the shots: blocking target → shot words hurts more than "
+        "blocking as many random edges",
+        "excess drop of the trained clue's log-probability per token (teacher forcing) when the target "
+        "and clue queries cannot see the shot words, over the random control, paired per prompt, per "
+        "layer window (the strongest shown)",
+        "supported if in some window the interval > 0 and the sign-flip test (BH over windows) has "
+        "p < {t.alpha:g}; contradicted if in every window it is ≤ 0",
+        built_from_shots,
+    ),
+    Claim(
+        "shots-within",
+        "8.2 (causal test)",
+        "Shots are processed within themselves: blocking every edge to earlier shots hurts little",
+        "Δ log-probability per token of the trained clue (teacher forcing) when each shot's tokens "
+        "cannot see the earlier shots, per layer window (the largest |Δ| shown)",
+        "supported if every window's interval lies within ±{t.knockout_small:g} (equivalence); "
+        "contradicted if one lies wholly outside",
+        within_shots,
     ),
     Claim(
         "value-domain",

@@ -1,0 +1,200 @@
+"""Knockout effects: the windows and knockouts a config makes, the per-prompt effects on a tiny
+model (an empty knockout changes nothing, exactly), and the effects table against means and
+differences computed by hand."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from attnscope import effects, generation, knockout, plots, prompts, variants
+
+OPTIONS = {"edges": ["target-shotwords", "control-target-shotwords"], "window": 10, "stride": None,
+           "windows": None, "control_seed": 3}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("layers", "change", "expected"),
+    [
+        (30, {}, [(0, 9), (10, 19), (20, 29)]),
+        (18, {}, [(0, 9), (8, 17)]),  # the last window ends at the last layer
+        (30, {"stride": 5, "window": 12}, [(0, 11), (5, 16), (10, 21), (15, 26), (18, 29)]),
+        (2, {}, [(0, 1)]),  # a window wider than the model: every layer
+        (30, {"windows": [[0, 0], [3, 29]]}, [(0, 0), (3, 29)]),
+    ],
+)
+def test_windows(layers, change, expected):
+    assert effects.windows({**OPTIONS, **change}, layers) == expected
+
+
+def test_knockout_names_parse_as_their_edge_set_and_window():
+    names = effects.knockout_variants(OPTIONS, 20)
+    assert names == [
+        "knockout-target-shotwords-L0-9",
+        "knockout-target-shotwords-L10-19",
+        "knockout-control-target-shotwords-s3-L0-9",
+        "knockout-control-target-shotwords-s3-L10-19",
+    ]
+    pattern = re.compile(variants.WILDCARD_REGEX)
+    parsed = [variants.parse(n) for n in names]
+    assert all(pattern.fullmatch(n) for n in names)
+    assert [(v.edges, v.control, v.layers) for v in parsed][2] == ("target-shotwords", True, (0, 9))
+    assert effects.control_of(names, names[1]) == names[3] and effects.control_of(names, names[3]) is None
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"windows": [[0, 1], [5, 30]]},
+            r"knockout.windows\[1\]: \[5, 30\] is not a layer range .* layers 0-29",
+        ),
+        ({"windows": [[3, 2]]}, r"knockout.windows\[0\]"),
+        ({"edges": ["target-words"]}, r"knockout.edges\[0\]: 'target-words' is none of"),
+    ],
+)
+def test_bad_knockout_options_name_the_key(change, message):
+    with pytest.raises(ValueError, match=message):
+        effects.knockout_variants({**OPTIONS, **change}, 30)
+
+
+def test_the_plan_runs_the_claims_experiments_unless_told():
+    options = {**OPTIONS, "experiments": None}
+    plan = effects.knockout_plan(options, {"a": 2, "b": 20}, ["k3", "k5"], ["k3"])
+    assert plan == {
+        "a": {"k3": effects.knockout_variants(OPTIONS, 2)},
+        "b": {"k3": effects.knockout_variants(OPTIONS, 20)},
+    }
+    assert effects.knockout_plan({**OPTIONS, "experiments": []}, {"a": 2}, ["k3"], ["k3"]) == {"a": {}}
+    with pytest.raises(ValueError, match=r"knockout.experiments: no experiment \['k8'\]"):
+        effects.knockout_plan({**OPTIONS, "experiments": ["k8"]}, {"a": 2}, ["k3", "k5"], ["k3"])
+
+
+# --- per-prompt effects on a tiny model ---
+
+
+def one_prompt(tokenizer, sample_clues, k: int) -> pd.DataFrame:
+    """The prompt table of target Ant with k shots."""
+    spec = {"category": "Animals", "k": k, "seed": 0, "shot_draw": "attnscope"}
+    return prompts.build_prompts(sample_clues, f"animals-k{k}", spec, ["Ant"], tokenizer)
+
+
+def trained_clues(model, tokenizer, table: pd.DataFrame) -> pd.DataFrame:
+    """The trained model's clue table (greedy, one prompt at a time)."""
+    made = generation.generate(model, tokenizer, list(table["input_ids"]), 6, batch_size=1, progress=False)
+    return generation.clue_table(table, made)
+
+
+def test_a_knockout_that_blocks_nothing_changes_nothing_exactly(tiny_llama, sample_clues):
+    """One shot: no shot has an earlier shot, so across-shots blocks no edge; Δ is exactly 0 and
+    the greedy clue is the trained one; the same knockout at k = 2 does change the log-probability."""
+    model, tokenizer = tiny_llama
+    for k, empty in ((1, True), (2, False)):
+        table = one_prompt(tokenizer, sample_clues, k)
+        clues = trained_clues(model, tokenizer, table)
+        row = knockout.prompt_effects(
+            model, tokenizer, table, clues, "knockout-across-shots-L0-1", True, 6
+        ).iloc[0]
+        if empty:
+            assert row["delta_total"] == 0.0 and row["delta_token"] == 0.0
+            assert row["logprob_knockout"] == row["logprob_trained"] < 0
+            assert row["clue"] == row["trained_clue"] and row["exact_match"] == 1.0 and row["chrf"] == 100.0
+        else:
+            assert row["delta_token"] != 0.0
+
+
+def test_prompt_effects_are_the_teacher_forced_log_probabilities(tiny_llama, sample_clues):
+    """Δ against log-softmax of one forward over prompt + clue with and without the knockout, and
+    the greedy clue against generation inside the same knockout."""
+    model, tokenizer = tiny_llama
+    table = one_prompt(tokenizer, sample_clues, 3)
+    clues = trained_clues(model, tokenizer, table)
+    name = "knockout-target-shotwords-L0-1"
+    row = knockout.prompt_effects(model, tokenizer, table, clues, name, True, 6).iloc[0]
+    prompt_ids, clue_ids = list(table["input_ids"][0]), list(clues["generated_ids"][0])
+    annotation = prompts.prompt_annotation(table.iloc[0])
+
+    def logprobs(blocker=None) -> np.ndarray:
+        ids = torch.tensor([prompt_ids + clue_ids])
+        with torch.inference_mode(), blocker or torch.no_grad():
+            logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].double()
+        return torch.log_softmax(logits, -1)[range(len(clue_ids)), clue_ids].numpy()
+
+    blocker = knockout.applied(model, name, annotation, len(prompt_ids))
+    before, after = logprobs(), logprobs(blocker)
+    assert row["n_clue_tokens"] == len(clue_ids)
+    np.testing.assert_allclose(row["delta_total"], after.sum() - before.sum(), atol=1e-4)
+    np.testing.assert_allclose(row["delta_token"], (after - before).mean(), atol=1e-4)
+    assert abs(row["delta_token"]) > 1e-3
+    with blocker:
+        [made] = generation.generate(model, tokenizer, [prompt_ids], 6, batch_size=1, progress=False)
+    assert row["clue"] == made.clue and row["exact_match"] == float(made.clue == clues["clue"][0])
+
+
+# --- the effects table ---
+
+
+def synthetic(
+    effect: dict[str, float], prompts_per_target: int = 2, targets: int = 12, seed: int = 0
+) -> pd.DataFrame:
+    """Per-prompt rows of each knockout (name → mean Δ per token), noise shared per prompt."""
+    rng = np.random.default_rng(seed)
+    shared = rng.normal(0, 0.05, targets * prompts_per_target)
+    rows = []
+    for name, mean in effect.items():
+        noise = rng.normal(0, 0.02, len(shared))
+        for i, base in enumerate(shared):
+            delta = mean + base + noise[i]
+            rows.append(
+                {"variant": name, "experiment": "animals-k3", "prompt_index": i,
+                 "target": f"t{i // prompts_per_target}", "delta_token": delta, "delta_total": 4 * delta,
+                 "chrf": 50.0 + i, "exact_match": float(i % 2), "end_marker": 1.0}
+            )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_the_effects_table_against_means_and_paired_differences():
+    effect = {
+        "knockout-target-shotwords-L0-9": -0.5,  # hurts more than its control
+        "knockout-target-shotwords-L10-19": -0.1,  # as much as its control
+        "knockout-control-target-shotwords-s0-L0-9": -0.1,
+        "knockout-control-target-shotwords-s0-L10-19": -0.1,
+        "knockout-across-shots-L0-9": 0.0,  # no control ran
+    }
+    rows = synthetic(effect)
+    table = effects.effects_table(rows).set_index("variant")
+    for name in effect:
+        mine = rows[rows["variant"] == name]
+        assert table.loc[name, "delta_token"] == pytest.approx(mine["delta_token"].mean())
+        assert (
+            table.loc[name, "delta_token_low"]
+            < table.loc[name, "delta_token"]
+            < table.loc[name, "delta_token_high"]
+        )
+        assert table.loc[name, "chrf"] == pytest.approx(mine["chrf"].mean())
+        assert (table.loc[name, "n_prompts"], table.loc[name, "n_targets"]) == (24, 12)
+    named, control = (
+        rows[rows["variant"] == v].set_index("prompt_index")["delta_token"]
+        for v in ("knockout-target-shotwords-L0-9", "knockout-control-target-shotwords-s0-L0-9")
+    )
+    first = table.loc["knockout-target-shotwords-L0-9"]
+    assert first["vs_control"] == pytest.approx((named - control).mean())
+    assert first["versus"] == "knockout-control-target-shotwords-s0-L0-9"
+    assert first["vs_control_high"] < 0 and first["p_adjusted"] < 0.01
+    same = table.loc["knockout-target-shotwords-L10-19"]
+    assert same["vs_control_low"] < 0 < same["vs_control_high"] and same["p_adjusted"] > 0.05
+    assert (
+        table.loc[["knockout-across-shots-L0-9", "knockout-control-target-shotwords-s0-L0-9"], "vs_control"]
+        .isna()
+        .all()
+    )
+    assert table.loc["knockout-across-shots-L0-9", "window"] == "L0-9"
+    text = effects.effects_markdown(table.reset_index(), "effects")
+    assert text.startswith("# effects") and "control of target-shotwords" in text
+    fig = plots.plot_knockout_effects(table.reset_index(), "effects")
+    left, right = fig.axes
+    assert len(left.containers) == 3 and len(right.containers) == 1  # sets; the one set with a control
