@@ -44,6 +44,8 @@ LEARNED_VS_RANDOM = "results/spectra/{model}/learned_vs_random.parquet"
 LEARNED_VS_RANDOM_MD = "results/spectra/{model}/learned_vs_random.md"
 
 HEAD_TYPES = "results/heads/{model}/{variant}.types.parquet"
+HEAD_TABLE = "results/heads/{model}/{variant}.parquet"
+HEAD_CORRELATIONS = "results/heads/{model}/correlations.parquet"
 ROLLOUT = f"results/rollout/{RUN}.parquet"
 
 THEORY_CHECKS = "results/theory/checks.parquet"
@@ -57,6 +59,7 @@ MODEL_FIGURES = "results/figures/{model}"
 """The folder of a model's spectra figures (``{stem}.png``, ``{stem}.svg``)."""
 THEORY_FIGURES = "results/figures/theory"
 HEAD_TYPE_FIGURE = "results/figures/{model}/{variant}_head_types"
+HEAD_CORRELATION_FIGURE = "results/figures/{model}/head_correlations"
 ROLLOUT_FIGURE = f"results/figures/{RUN}_rollout"
 
 CLAIMS = "results/claims.parquet"
