@@ -179,12 +179,13 @@ def test_clue_sources_rerun_everything_downstream_of_the_import(finished_run):
 
 @pytest.mark.parametrize("key", ["probe_length", "probe_count", "seed", "threshold"])
 def test_a_head_probe_setting_reruns_only_the_head_types(finished_run, key):
-    """The probe is the same for every variant: all head_types jobs rerun, nothing else (the
-    rollout reads the attention stores, not the probe)."""
+    """The probe is the same for every variant: all head_types jobs rerun and the head tables that
+    join them, nothing else (the rollout reads the attention stores, not the probe)."""
     value = {"probe_length": 7, "probe_count": 2, "seed": 3, "threshold": 0.5}[key]
     planned, jobs = run_after(finished_run, set_key(f"heads.{key}", value))
-    assert planned == having(jobs, rules=("head_types",))
-    assert len(planned) == len(base_config()["spectra"]["variants"])
+    assert planned == with_aggregates(having(jobs, rules=("head_types",)), jobs)
+    assert len(having(planned, rules=("head_types",))) == len(base_config()["spectra"]["variants"])
+    assert {rule for rule, _ in planned} == {"head_types", "head_table", "head_correlations"}
 
 
 def test_scripts_read_config_only_through_params():
