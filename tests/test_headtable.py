@@ -129,8 +129,12 @@ def test_a_head_missing_from_a_source_is_refused(gained_mistral):
 def constructed(n: int = 270, seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     behaviour = rng.random(n)
+    layer = np.arange(n) // 9  # 30 layers of 9 heads
     return pd.DataFrame(
         {
+            "layer": layer,
+            "deep": layer + 0.5 * rng.random(n),  # depth plus noise unrelated to the behaviour
+            "depth_driven": layer + 0.5 * rng.random(n),
             "entropy": behaviour,
             "monotone": np.exp(-3 * behaviour),  # decreasing: ρ = −1
             "increasing": behaviour**3 + 2,  # ρ = 1
@@ -142,9 +146,11 @@ def constructed(n: int = 270, seed: int = 0) -> pd.DataFrame:
 
 def test_rank_correlation_of_monotone_shuffled_and_constant_columns():
     table = constructed()
-    got = headtable.weight_behaviour_correlations(
+    both = headtable.weight_behaviour_correlations(
         table, ["increasing", "monotone", "shuffled", "constant"], ["entropy"], n_resamples=500
-    ).set_index("weight")
+    )
+    assert list(both.columns) == list(headtable.CORRELATION_COLUMNS)
+    got = both[both["scope"] == "heads"].set_index("weight")
     assert got.loc["increasing", "rho"] == pytest.approx(1.0)
     assert got.loc["increasing", ["low", "high"]].tolist() == pytest.approx([1.0, 1.0])
     assert got.loc["monotone", "rho"] == pytest.approx(-1.0)
@@ -157,6 +163,19 @@ def test_rank_correlation_of_monotone_shuffled_and_constant_columns():
     from scipy.stats import spearmanr
 
     assert rho == pytest.approx(spearmanr(table["shuffled"], table["entropy"]).statistic, abs=1e-12)
+    within = both[both["scope"] == "within_layer"].set_index("weight")
+    assert within.loc["increasing", "rho"] == pytest.approx(1.0)  # monotone in every layer too
+    assert abs(within.loc["shuffled", "rho"]) < 0.15
+
+
+def test_within_layer_ranks_take_depth_out():
+    """Two columns driven by depth correlate over all heads, not among the heads of a layer."""
+    got = headtable.weight_behaviour_correlations(
+        constructed(), ["deep"], ["depth_driven"], n_resamples=300
+    ).set_index("scope")
+    assert got.loc["heads", "rho"] > 0.95 and got.loc["heads", "low"] > 0.9
+    assert abs(got.loc["within_layer", "rho"]) < 0.15
+    assert got.loc["within_layer", "low"] < 0 < got.loc["within_layer", "high"]
 
 
 def test_the_correlation_figure_draws_a_panel_per_variant():
@@ -170,4 +189,10 @@ def test_the_correlation_figure_draws_a_panel_per_variant():
         ]
     )
     fig = plot_head_correlations(correlations, "test")
-    assert [ax.get_title() for ax in fig.axes[:2]] == ["trained", "random-s0"]
+    titles = [ax.get_title() for ax in fig.axes[:4]]
+    assert titles == [
+        "trained · heads",
+        "trained · within layer",
+        "random-s0 · heads",
+        "random-s0 · within layer",
+    ]

@@ -37,7 +37,11 @@ BEHAVIOUR_METRICS = ("row_entropy", "self_mass", "previous_mass", "sink_mass", "
 BEHAVIOUR_COLUMNS = (*BEHAVIOUR_METRICS, *SCORES)
 """The behaviour-side columns: the prompt means, then the head-type scores."""
 COLUMNS = ("layer", "head", "kv_head", *WEIGHT_COLUMNS, *BEHAVIOUR_METRICS, "n_prompts", *SCORES, "head_type")
-CORRELATION_COLUMNS = ("weight", "behaviour", "rho", "low", "high", "n_heads")
+CORRELATION_COLUMNS = ("scope", "weight", "behaviour", "rho", "low", "high", "n_heads")
+SCOPES = ("heads", "within_layer")
+"""What a correlation ranks: every head by its value (``heads``), or every head by its value's
+percentile rank among the heads of its layer (``within_layer``: depth, which drives both sides
+of many pairs, taken out)."""
 BOOTSTRAP_SEED = 0
 """Seeds the bootstrap of the workflow's correlations."""
 
@@ -132,11 +136,16 @@ def weight_behaviour_correlations(
     n_resamples: int = N_RESAMPLES,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """One row per weight × behaviour column of a head table (:data:`CORRELATION_COLUMNS`):
-    Spearman's ρ over the heads and its bootstrap interval (:func:`rank_correlation`)."""
+    """One row per scope (:data:`SCOPES`) × weight × behaviour column of a head table
+    (:data:`CORRELATION_COLUMNS`): Spearman's ρ over the heads and its bootstrap interval
+    (:func:`rank_correlation`)."""
+    columns = [*weights, *behaviours]
+    within = table.groupby("layer")[columns].rank(pct=True)
     rows = []
-    for weight in weights:
-        for behaviour in behaviours:
-            rho, low, high = rank_correlation(table[weight], table[behaviour], confidence, n_resamples, seed)
-            rows.append((weight, behaviour, rho, low, high, len(table)))
+    for scope, values in zip(SCOPES, (table[columns], within)):
+        for weight in weights:
+            for behaviour in behaviours:
+                x, y = values[weight], values[behaviour]
+                rho, low, high = rank_correlation(x, y, confidence, n_resamples, seed)
+                rows.append((scope, weight, behaviour, rho, low, high, len(table)))
     return pd.DataFrame(rows, columns=list(CORRELATION_COLUMNS))
