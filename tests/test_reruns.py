@@ -139,7 +139,7 @@ def test_model_changed_runs_everything_for_that_model(finished_run):
         pytest.param("theory.trials", 300, "theory_checks", id="theory"),
         # The few-shot format: the prompts and all that follows them, of every experiment or,
         # overridden in one experiment, of that one.
-        pytest.param("prompts.acknowledgement", "Sure.", "prompt jobs", id="prompt_format"),
+        pytest.param("prompts.acknowledgement", "Sure.", "prompt format jobs", id="prompt_format"),
         pytest.param(
             "experiments.food-k3.prompts", {"instruction": None}, "prompts of food-k3", id="override"
         ),
@@ -156,6 +156,12 @@ def test_each_value_reruns_the_jobs_that_read_it(finished_run, key, value, selec
         # The chat template shapes the prompts and all that follows them, not the weights.
         "prompt jobs": [
             job for job in having(jobs, f"model={MODEL}") if job[0] not in ("prepare_model", "weight_spectra")
+        ],
+        # The few-shot format shapes the prompts only: not the head types' probe (no template).
+        "prompt format jobs": [
+            job
+            for job in having(jobs, f"model={MODEL}")
+            if job[0] not in ("prepare_model", "weight_spectra", "head_types")
         ],
         "experiment=food-k3": having(jobs, "experiment=food-k3"),
         "prompts of food-k3": prompt_side(having(jobs, "experiment=food-k3")),
