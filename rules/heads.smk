@@ -1,7 +1,9 @@
 # What heads do and where information flows (docs/heads.md), config section `heads:`: head-type
 # scores per layer × head on a seeded repeated-token probe, one job per model × spectra variant
 # (a head's type is a property of the weights, like its spectrum); attention rollout with the
-# residual per prompt from every attention store's head-mean maps.
+# residual per prompt from every attention store's head-mean maps; one table per head (weights,
+# behaviour on the claims' experiments, types) per model × variant of spectra.variants that has
+# metrics on those experiments, and the rank correlations of its weight and behaviour columns.
 
 rule head_types:
     input:
@@ -49,6 +51,54 @@ rule rollout:
         "../scripts/rollout.py"
 
 
+rule head_table:
+    input:
+        manifest=attnscope_paths.MANIFEST,
+        qk=attnscope_paths.QK_CIRCUITS,
+        types=attnscope_paths.HEAD_TYPES,
+        metrics=lambda wc: [
+            attnscope_paths.METRICS.format(model=wc.model, variant=wc.variant, experiment=experiment)
+            for experiment in PLAN.claims_experiments
+        ],
+    output:
+        table=attnscope_paths.HEAD_TABLE,
+    params:
+        load=load_options,
+    log:
+        "results/logs/head_table/{model}/{variant}.log",
+    benchmark:
+        "results/benchmarks/head_table/{model}/{variant}.tsv"
+    threads: MODEL_THREADS
+    resources:
+        **model_resources("head_types"),
+    script:
+        "../scripts/head_table.py"
+
+
+rule head_correlations:
+    input:
+        tables=lambda wc: [
+            attnscope_paths.HEAD_TABLE.format(model=wc.model, variant=variant)
+            for variant in PLAN.head_table_variants()
+        ],
+    output:
+        table=attnscope_paths.HEAD_CORRELATIONS,
+        **figure_outputs(
+            attnscope_paths.HEAD_CORRELATION_FIGURE, "head_correlations", "Heads",
+            labels={"figure": "weights vs behaviour of heads"},
+        ),
+    params:
+        dpi=lambda wc: config["figures"]["dpi"],
+    log:
+        "results/logs/head_correlations/{model}.log",
+    benchmark:
+        "results/benchmarks/head_correlations/{model}.tsv"
+    resources:
+        **fixed_resources(mem_mb=1000, runtime=10),
+    script:
+        "../scripts/head_correlations.py"
+
+
 rule heads:
     input:
         [
@@ -62,3 +112,12 @@ rule heads:
         ],
         runs(attnscope_paths.ROLLOUT),
         [path for stem in runs(attnscope_paths.ROLLOUT_FIGURE) for path in figure_paths(stem)],
+        [
+            path
+            for model in PLAN.models
+            for path in (
+                *[attnscope_paths.HEAD_TABLE.format(model=model, variant=v) for v in PLAN.head_table_variants()],
+                attnscope_paths.HEAD_CORRELATIONS.format(model=model),
+                *figure_paths(attnscope_paths.HEAD_CORRELATION_FIGURE.format(model=model)),
+            )
+        ],

@@ -85,10 +85,12 @@ knockout effects and a model's spectra comparison rerun with the jobs they combi
 experiment)."""
 
 
-def with_aggregates(selected: list, jobs: list) -> list:
-    """`selected` plus the jobs of `jobs` that combine them: the aggregates above and the
-    claims table (it reads every experiment's results of a model)."""
-    combining = (*AGGREGATE_SOURCES, "claims")
+def with_aggregates(selected: list, jobs: list, claims_experiment: str = "animals-k2") -> list:
+    """`selected` plus the jobs of `jobs` that combine them: the aggregates above, the claims
+    table (it reads every experiment's results of a model), a variant's head table (its head
+    types and its metrics on `claims_experiment`, the first experiment of the tests' configs) and
+    a model's head correlations (its head tables)."""
+    combining = (*AGGREGATE_SOURCES, "claims", "head_table", "head_correlations")
     chosen = sorted({job for job in selected if job[0] not in combining})
     found = [set(wc.split(", ")) for _, wc in chosen]
 
@@ -96,6 +98,23 @@ def with_aggregates(selected: list, jobs: list) -> list:
         if rule == "claims":
             return any(w.startswith("model=") for keys in found for w in keys)
         keys = set(wildcards.split(", "))
+        if rule == "head_table":
+            return any(
+                keys <= f
+                and (
+                    r == "head_types" or (r == "attention_metrics" and f"experiment={claims_experiment}" in f)
+                )
+                for (r, _), f in zip(chosen, found)
+            )
+        if rule == "head_correlations":
+            return False
         return any(r in AGGREGATE_SOURCES[rule] and keys <= f for (r, _), f in zip(chosen, found))
 
-    return sorted(chosen + [(rule, wc) for rule, wc in jobs if rule in combining and combines(rule, wc)])
+    chosen += [(rule, wc) for rule, wc in jobs if rule in combining and combines(rule, wc)]
+    tables = [set(wc.split(", ")) for rule, wc in chosen if rule == "head_table"]
+    chosen += [
+        (rule, wc)
+        for rule, wc in jobs
+        if rule == "head_correlations" and any(set(wc.split(", ")) <= t for t in tables)
+    ]
+    return sorted(chosen)

@@ -156,7 +156,7 @@ def test_model_changed_runs_everything_for_that_model(finished_run):
         pytest.param("theory.trials", 300, "theory_checks", id="theory"),
         # The few-shot format: the prompts and all that follows them, of every experiment or,
         # overridden in one experiment, of that one.
-        pytest.param("prompts.acknowledgement", "Sure.", "prompt jobs", id="prompt_format"),
+        pytest.param("prompts.acknowledgement", "Sure.", "prompt format jobs", id="prompt_format"),
         pytest.param(
             "experiments.food-k3.prompts", {"instruction": None}, "prompts of food-k3", id="override"
         ),
@@ -173,6 +173,12 @@ def test_each_value_reruns_the_jobs_that_read_it(finished_run, key, value, selec
         # The chat template shapes the prompts and all that follows them, not the weights.
         "prompt jobs": [
             job for job in having(jobs, f"model={MODEL}") if job[0] not in ("prepare_model", "weight_spectra")
+        ],
+        # The few-shot format shapes the prompts only: not the head types' probe (no template).
+        "prompt format jobs": [
+            job
+            for job in having(jobs, f"model={MODEL}")
+            if job[0] not in ("prepare_model", "weight_spectra", "head_types")
         ],
         "experiment=food-k3": having(jobs, "experiment=food-k3"),
         "prompts of food-k3": prompt_side(having(jobs, "experiment=food-k3")),
@@ -196,12 +202,13 @@ def test_clue_sources_rerun_everything_downstream_of_the_import(finished_run):
 
 @pytest.mark.parametrize("key", ["probe_length", "probe_count", "seed", "threshold"])
 def test_a_head_probe_setting_reruns_only_the_head_types(finished_run, key):
-    """The probe is the same for every variant: all head_types jobs rerun, nothing else (the
-    rollout reads the attention stores, not the probe)."""
+    """The probe is the same for every variant: all head_types jobs rerun and the head tables that
+    join them, nothing else (the rollout reads the attention stores, not the probe)."""
     value = {"probe_length": 7, "probe_count": 2, "seed": 3, "threshold": 0.5}[key]
     planned, jobs = run_after(finished_run, set_key(f"heads.{key}", value))
-    assert planned == having(jobs, rules=("head_types",))
-    assert len(planned) == len(base_config()["spectra"]["variants"])
+    assert planned == having(jobs, rules=("head_types", "head_table", "head_correlations"))
+    assert len(having(planned, rules=("head_types",))) == len(base_config()["spectra"]["variants"])
+    assert having(planned, rules=("head_table",)) and having(planned, rules=("head_correlations",))
 
 
 def test_scripts_read_config_only_through_params():

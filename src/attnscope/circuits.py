@@ -143,3 +143,40 @@ def qk_circuits(model: nn.Module) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=QK_COLUMNS)
     df["top10_sigma"] = df["top10_sigma"].map(lambda v: np.asarray(v).tolist())
     return df
+
+
+OV_COLUMNS = ["layer", "head", "kv_head", "form", "trace", "frobenius_norm", "sigma_max", "stable_rank"]
+
+
+def ov_circuits(model: nn.Module) -> pd.DataFrame:
+    """One row per layer × query head × form of the OV circuit ``W_O,h · W_V,g`` (hidden × hidden,
+    rank ≤ head_dim; g the query head's KV head under grouped-query attention; folded: times
+    diag(γ) of the norm v reads), columns :data:`OV_COLUMNS`: what the head writes to the residual
+    stream per unit of attention. W_O,h is the head's head_dim columns of o_proj; biases are left
+    out, and so is a norm after o_proj (Gemma 3's post-attention norm)."""
+    n_heads, n_kv, head_dim = attention_shape(model.config)
+    kv_of = kv_head_index(n_heads, n_kv)
+    rows = []
+    for layer, block in enumerate(decoder_layers(model)):
+        attn = block.self_attn
+        v = attn.v_proj.weight.detach().to(torch.float64).cpu()
+        o = attn.o_proj.weight.detach().to(torch.float64).cpu()
+        hidden = v.shape[1]
+        a = o.reshape(o.shape[0], n_heads, head_dim).permute(1, 2, 0)  # W_O,hᵀ [head, head_dim, hidden]
+        for form in FORMS:
+            gamma = (
+                norm_scale(block, "v").cpu() if form == "folded" else torch.ones(hidden, dtype=torch.float64)
+            )
+            b = (v * gamma).reshape(n_kv, head_dim, hidden)[kv_of]
+            stats = _circuit_stats(a, b)
+            for head in range(n_heads):
+                rows.append(
+                    {
+                        "layer": layer,
+                        "head": head,
+                        "kv_head": int(kv_of[head]),
+                        "form": form,
+                        **{key: stats[key][head] for key in OV_COLUMNS[4:]},
+                    }
+                )
+    return pd.DataFrame(rows, columns=OV_COLUMNS)

@@ -100,6 +100,15 @@ class Plan:
                 maps.setdefault(slug, {"target": target, "kinds": []})["kinds"].append(kind)
         return maps
 
+    def head_table_variants(self) -> list[str]:
+        """The variants that get a head table: those of the spectra that have metrics on every
+        reference experiment of the claims (the head table's behaviour side)."""
+        return [
+            v
+            for v in self.spectra_variants
+            if all(v in self.experiments[e].variants for e in self.claims_experiments)
+        ]
+
     def claims_spec(self) -> dict[str, Any]:
         """What the claims are measured on (the arguments of :func:`attnscope.evidence.evidence_layout`):
         the models, the reference experiments (``claims.experiment``), every experiment's variants,

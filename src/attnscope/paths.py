@@ -44,6 +44,8 @@ LEARNED_VS_RANDOM = "results/spectra/{model}/learned_vs_random.parquet"
 LEARNED_VS_RANDOM_MD = "results/spectra/{model}/learned_vs_random.md"
 
 HEAD_TYPES = "results/heads/{model}/{variant}.types.parquet"
+HEAD_TABLE = "results/heads/{model}/{variant}.parquet"
+HEAD_CORRELATIONS = "results/heads/{model}/correlations.parquet"
 ROLLOUT = f"results/rollout/{RUN}.parquet"
 
 THEORY_CHECKS = "results/theory/checks.parquet"
@@ -59,6 +61,7 @@ THEORY_FIGURES = "results/figures/theory"
 METRIC_CURVES_ACROSS_MODELS = "results/figures/across_models/{experiment}_metric_curves"
 """An experiment's metric curves with one row of panels per selected model (several models only)."""
 HEAD_TYPE_FIGURE = "results/figures/{model}/{variant}_head_types"
+HEAD_CORRELATION_FIGURE = "results/figures/{model}/head_correlations"
 ROLLOUT_FIGURE = f"results/figures/{RUN}_rollout"
 
 KNOCKOUT = f"results/knockout/{RUN}.parquet"

@@ -7,7 +7,7 @@ Agg canvas), so figures are cheap to build in a loop and safe in worker processe
 reproduces is in its docstring and in ``docs/figures.md``. The modules: :mod:`.common`
 (style, colours, writing), :mod:`.maps` (attention maps), :mod:`.curves` (metric curves),
 :mod:`.spectra` (weight spectra), :mod:`.theory` (the theory figures), :mod:`.heads` (head types,
-attention rollout), :mod:`.knockout` (knockout effects).
+attention rollout, head-table correlations), :mod:`.knockout` (knockout effects).
 
 Conventions shared by all figures:
 
@@ -22,7 +22,7 @@ Conventions shared by all figures:
 
 from attnscope.plots.common import STYLE, resolve_layers, save_figure, variant_color
 from attnscope.plots.curves import METRIC_LABELS, plot_metric_curves
-from attnscope.plots.heads import plot_head_types, plot_rollout
+from attnscope.plots.heads import plot_head_correlations, plot_head_types, plot_rollout
 from attnscope.plots.knockout import plot_knockout_effects
 from attnscope.plots.maps import (
     attention_figure,
@@ -42,6 +42,7 @@ __all__ = [
     "plot_attention_maps",
     "plot_base_alignment",
     "plot_cosine_and_attention",
+    "plot_head_correlations",
     "plot_head_types",
     "plot_knockout_effects",
     "plot_metric_curves",

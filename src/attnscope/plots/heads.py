@@ -117,3 +117,47 @@ def plot_rollout(table: pd.DataFrame, title: str) -> Figure:
         flow.grid(alpha=0.3)
         fig.suptitle(_wrap(title, width))
     return fig
+
+
+def plot_head_correlations(correlations: pd.DataFrame, title: str) -> Figure:
+    """Per variant (rows) and scope (columns: all heads, within layer) a weight × behaviour heatmap
+    of Spearman's ρ over heads (colour −1 to 1), each cell labelled with ρ and its interval, in
+    bold where the interval excludes 0.
+
+    ``correlations``: :func:`attnscope.headtable.weight_behaviour_correlations` with a ``variant``
+    column (its order is the panels' order)."""
+    variants = list(dict.fromkeys(correlations["variant"]))
+    scopes = list(dict.fromkeys(correlations["scope"]))
+    weights = list(dict.fromkeys(correlations["weight"]))
+    behaviours = list(dict.fromkeys(correlations["behaviour"]))
+    with mpl.rc_context(STYLE):
+        width = 2.0 + 1.15 * len(behaviours) * len(scopes)
+        fig = Figure(figsize=(width, 1.0 + len(variants) * (0.9 + 0.55 * len(weights))), layout="constrained")
+        axes = np.asarray(fig.subplots(len(variants), len(scopes), sharex=True, sharey=True, squeeze=False))
+        panels = [(variant, scope) for variant in variants for scope in scopes]
+        for ax, (variant, scope) in zip(axes.ravel(), panels):
+            chosen = (correlations["variant"] == variant) & (correlations["scope"] == scope)
+            rows = correlations[chosen].set_index(["weight", "behaviour"])
+            grid = np.array([[rows.loc[(w, b), "rho"] for b in behaviours] for w in weights], float)
+            image = ax.imshow(grid, vmin=-1, vmax=1, cmap="RdBu_r", aspect="auto")
+            for i, w in enumerate(weights):
+                for j, b in enumerate(behaviours):
+                    rho, low, high = rows.loc[(w, b), ["rho", "low", "high"]]
+                    if not np.isfinite(rho):
+                        continue
+                    weight = "bold" if low > 0 or high < 0 else "normal"
+                    color = "white" if abs(rho) > 0.6 else "black"
+                    label = f"{rho:.2f}\n[{low:.2f}, {high:.2f}]"
+                    ax.text(j, i, label, ha="center", va="center", fontsize=6, fontweight=weight, color=color)
+            ax.set_yticks(range(len(weights)), weights)
+            ax.set_title(f"{variant} · {scope.replace('_', ' ')}")
+        for ax in axes[-1]:
+            ax.set_xticks(range(len(behaviours)), behaviours, rotation=30, ha="right")
+        fig.colorbar(
+            image,
+            ax=axes.ravel().tolist(),
+            label="Spearman ρ over heads (bold: 95% interval excludes 0)",
+            shrink=0.6,
+        )
+        fig.suptitle(_wrap(title, width))
+    return fig

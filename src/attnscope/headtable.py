@@ -1,0 +1,151 @@
+"""One table per head: a layer × head's weights (QK and OV circuits), its behaviour on the reference
+experiment's prompts and its head-type scores, and the rank correlations between the two sides.
+
+The weight side is the folded form of both circuits (:mod:`attnscope.circuits`: W·diag(γ) of the
+norm q, k, v read, the matrices the residual stream sees): the QK circuit's σ_max, stable rank and
+trace, the OV circuit's Frobenius norm and σ_max. The behaviour side is the mean over the prompts
+of the metrics table's per-head rows (:mod:`attnscope.metrics`; every prompt has them) and the
+head-type scores (:mod:`attnscope.headtypes`, on their own probe). A correlation is Spearman's ρ
+over the heads with a bootstrap interval that resamples heads (``scipy.stats.bootstrap``, BCa,
+percentile where BCa is degenerate): the heads are the sample, the prompts only average.
+
+No torch here: the tables come from their jobs' files (the OV norms from
+:func:`attnscope.circuits.ov_circuits`).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from attnscope.headtypes import SCORES
+from attnscope.stats import CONFIDENCE, N_RESAMPLES
+
+FORM = "folded"
+"""The circuits' form the table takes (:data:`attnscope.matrices.FORMS`)."""
+QK_STATS = {"sigma_max": "qk_sigma_max", "stable_rank": "qk_stable_rank", "trace": "qk_trace"}
+OV_STATS = {"frobenius_norm": "ov_frobenius_norm", "sigma_max": "ov_sigma_max"}
+WEIGHT_COLUMNS = (*QK_STATS.values(), *OV_STATS.values())
+"""The weight-side columns of the head table."""
+BEHAVIOUR_METRICS = ("row_entropy", "self_mass", "previous_mass", "sink_mass", "within_shot_mass")
+"""The metrics of :mod:`attnscope.metrics` averaged over the prompts, per head."""
+BEHAVIOUR_COLUMNS = (*BEHAVIOUR_METRICS, *SCORES)
+"""The behaviour-side columns: the prompt means, then the head-type scores."""
+COLUMNS = ("layer", "head", "kv_head", *WEIGHT_COLUMNS, *BEHAVIOUR_METRICS, "n_prompts", *SCORES, "head_type")
+CORRELATION_COLUMNS = ("scope", "weight", "behaviour", "rho", "low", "high", "n_heads")
+SCOPES = ("heads", "within_layer")
+"""What a correlation ranks: every head by its value (``heads``), or every head by its value's
+percentile rank among the heads of its layer (``within_layer``: depth, which drives both sides
+of many pairs, taken out)."""
+BOOTSTRAP_SEED = 0
+"""Seeds the bootstrap of the workflow's correlations."""
+
+
+def prompt_means(metrics: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Per layer × head (head ≥ 0; −1 is the head mean), the mean of :data:`BEHAVIOUR_METRICS` over
+    the prompts of the metrics tables ``metrics`` (pooled) and ``n_prompts``."""
+    rows = pd.concat([m[m["head"] >= 0] for m in metrics], ignore_index=True)
+    rows = rows.assign(prompt=rows["prompt_id"].astype(str))
+    grouped = rows.groupby(["layer", "head"], sort=True)
+    out = grouped[list(BEHAVIOUR_METRICS)].mean()
+    out["n_prompts"] = grouped["prompt"].nunique()
+    return out.reset_index()
+
+
+def _circuit(table: pd.DataFrame, names: dict[str, str]) -> pd.DataFrame:
+    chosen = table[table["form"] == FORM]
+    return chosen[["layer", "head", "kv_head", *names]].rename(columns=names)
+
+
+def head_table(
+    qk: pd.DataFrame, ov: pd.DataFrame, types: pd.DataFrame, metrics: Sequence[pd.DataFrame]
+) -> pd.DataFrame:
+    """One row per layer × head (:data:`COLUMNS`) from the QK-circuits table, the OV-circuits
+    table (:func:`attnscope.circuits.ov_circuits`), the head-types table and the metrics tables of
+    the reference prompts; refuses sources that do not cover the same heads."""
+    keys = ["layer", "head", "kv_head"]
+    table = _circuit(qk, QK_STATS).merge(_circuit(ov, OV_STATS), on=keys, how="outer", validate="1:1")
+    table = table.merge(types[[*keys, *SCORES, "head_type"]], on=keys, how="outer", validate="1:1")
+    table = table.merge(prompt_means(metrics), on=["layer", "head"], how="outer", validate="1:1")
+    expected = qk[qk["form"] == FORM][["layer", "head"]].drop_duplicates()
+    missing = table[list(COLUMNS)].drop(columns=["n_prompts"]).isna().any(axis=1)
+    if len(table) != len(expected) or missing.any():
+        bad = table.loc[missing, ["layer", "head"]].head(5).to_dict("records")
+        raise ValueError(
+            f"head table: {len(table)} heads joined, the QK circuits have {len(expected)}; heads missing "
+            f"from a source (circuits, head types or metrics), e.g. {bad}"
+        )
+    return table[list(COLUMNS)].sort_values(["layer", "head"], ignore_index=True)
+
+
+def _spearman(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Spearman's ρ along ``axis`` (average ranks), vectorised over resamples."""
+    rx = stats.rankdata(x, axis=axis)
+    ry = stats.rankdata(y, axis=axis)
+    rx = rx - rx.mean(axis=axis, keepdims=True)
+    ry = ry - ry.mean(axis=axis, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (rx * ry).sum(axis=axis) / np.sqrt((rx * rx).sum(axis=axis) * (ry * ry).sum(axis=axis))
+
+
+def rank_correlation(
+    x: np.ndarray,
+    y: np.ndarray,
+    confidence: float = CONFIDENCE,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """Spearman's ρ of ``x`` and ``y`` (pairs with a NaN dropped) and its bootstrap interval over
+    the pairs: (ρ, low, high); NaN where either side is constant."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    rho = float(_spearman(x, y)) if len(x) > 2 else math.nan
+    if not np.isfinite(rho):
+        return math.nan, math.nan, math.nan
+    low = high = math.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for method in ("BCa", "percentile"):
+            low, high = stats.bootstrap(
+                (x, y),
+                _spearman,
+                paired=True,
+                vectorized=True,
+                confidence_level=confidence,
+                n_resamples=n_resamples,
+                method=method,
+                rng=np.random.default_rng(seed),
+            ).confidence_interval
+            if np.isfinite(low) and np.isfinite(high):
+                break
+    return rho, float(low), float(high)
+
+
+def weight_behaviour_correlations(
+    table: pd.DataFrame,
+    weights: Sequence[str] = WEIGHT_COLUMNS,
+    behaviours: Sequence[str] = BEHAVIOUR_COLUMNS,
+    confidence: float = CONFIDENCE,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """One row per scope (:data:`SCOPES`) × weight × behaviour column of a head table
+    (:data:`CORRELATION_COLUMNS`): Spearman's ρ over the heads and its bootstrap interval
+    (:func:`rank_correlation`)."""
+    columns = [*weights, *behaviours]
+    within = table.groupby("layer")[columns].rank(pct=True)
+    rows = []
+    for scope, values in zip(SCOPES, (table[columns], within)):
+        for weight in weights:
+            for behaviour in behaviours:
+                x, y = values[weight], values[behaviour]
+                rho, low, high = rank_correlation(x, y, confidence, n_resamples, seed)
+                rows.append((scope, weight, behaviour, rho, low, high, len(table)))
+    return pd.DataFrame(rows, columns=list(CORRELATION_COLUMNS))

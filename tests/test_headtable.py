@@ -1,0 +1,198 @@
+"""The head table: OV-circuit norms against dense products on a tiny GQA model, the join of its
+sources (one row per layer × head, values as in the sources), and the rank correlations on
+tables built to correlate perfectly or not at all."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from attnscope import circuits, headtable, headtypes, variants
+from attnscope.plots import plot_head_correlations
+
+
+@pytest.fixture(scope="module")
+def gained_mistral(tiny_mistral):
+    """The tiny Mistral (4 query heads, 2 KV heads) with a seeded non-trivial input-norm gain."""
+    model = copy.deepcopy(tiny_mistral[0])
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for block in variants.decoder_layers(model):
+            gain = block.input_layernorm.weight
+            gain.copy_(0.5 + torch.rand(gain.shape, generator=generator))
+    return model
+
+
+def dense_ov(model: torch.nn.Module, pairing) -> pd.DataFrame:
+    """The OV statistics from the hidden × hidden product W_O,h W_V,g diag(γ) and its full SVD;
+    ``pairing(h, n_heads, n_kv)`` gives query head h's KV head."""
+    n_heads, n_kv, d = variants.attention_shape(model.config)
+    rows = []
+    for layer, block in enumerate(variants.decoder_layers(model)):
+        v = block.self_attn.v_proj.weight.detach().double()
+        o = block.self_attn.o_proj.weight.detach().double()
+        gain = block.input_layernorm.weight.detach().double()
+        for form, scale in (("raw", torch.ones_like(gain)), ("folded", gain)):
+            for h in range(n_heads):
+                g = pairing(h, n_heads, n_kv)
+                ov = o[:, h * d : (h + 1) * d] @ v[g * d : (g + 1) * d] @ torch.diag(scale)
+                sigma = torch.linalg.svdvals(ov)
+                rows.append(
+                    {
+                        "layer": layer,
+                        "head": h,
+                        "form": form,
+                        "trace": torch.trace(ov).item(),
+                        "frobenius_norm": torch.linalg.matrix_norm(ov).item(),
+                        "sigma_max": sigma[0].item(),
+                        "stable_rank": (sigma.square().sum() / sigma[0] ** 2).item(),
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+STATS = ["trace", "frobenius_norm", "sigma_max", "stable_rank"]
+
+
+def test_ov_circuits_equal_dense_products_with_grouped_query_pairing(gained_mistral):
+    got = circuits.ov_circuits(gained_mistral)
+    n_heads, n_kv, _ = variants.attention_shape(gained_mistral.config)
+    assert n_kv < n_heads  # the fixture has grouped-query attention
+    assert len(got) == 2 * 2 * n_heads and set(got["form"]) == {"raw", "folded"}
+    expected = dense_ov(gained_mistral, lambda h, n, k: h // (n // k))
+    merged = got.merge(expected, on=["layer", "head", "form"], suffixes=("", "_dense"))
+    assert len(merged) == len(got)
+    for stat in STATS:
+        np.testing.assert_allclose(merged[stat], merged[f"{stat}_dense"], rtol=1e-5, atol=1e-8)
+    assert (got["kv_head"] == got["head"] // (n_heads // n_kv)).all()
+    # the folded form differs from the raw one (the gain is not 1), and so would a wrong pairing
+    raw, folded = (got[got["form"] == f].reset_index() for f in ("raw", "folded"))
+    assert not np.allclose(raw["frobenius_norm"], folded["frobenius_norm"], rtol=1e-3)
+    wrong = dense_ov(gained_mistral, lambda h, n, k: h % k)
+    merged = got.merge(wrong, on=["layer", "head", "form"], suffixes=("", "_wrong"))
+    assert not np.allclose(merged["frobenius_norm"], merged["frobenius_norm_wrong"], rtol=1e-3)
+
+
+def sources(model: torch.nn.Module, n_prompts: int = 3, seed: int = 0):
+    """The QK and OV tables of ``model``, a head-types table and a metrics table of ``n_prompts``
+    prompts (rows per prompt × layer × head, head −1 the head mean) with seeded random values."""
+    rng = np.random.default_rng(seed)
+    n_heads, n_kv, _ = variants.attention_shape(model.config)
+    n_layers = model.config.num_hidden_layers
+    kv = variants.kv_head_index(n_heads, n_kv).tolist()
+    types = headtypes.head_types_table(rng.random((2, 3, n_layers, n_heads)), kv, 0.4)
+    rows = []
+    for p in range(n_prompts):
+        for layer in range(n_layers):
+            for head in [*range(n_heads), -1]:
+                values = {m: rng.random() for m in headtable.BEHAVIOUR_METRICS}
+                rows.append({"prompt_id": f"e/{p:03d}", "layer": layer, "head": head, **values})
+    return circuits.qk_circuits(model), circuits.ov_circuits(model), types, pd.DataFrame(rows)
+
+
+def test_the_table_has_one_row_per_head_with_the_sources_values(gained_mistral):
+    qk, ov, types, metrics = sources(gained_mistral)
+    halves = [metrics[metrics["prompt_id"] != "e/002"], metrics[metrics["prompt_id"] == "e/002"]]
+    table = headtable.head_table(qk, ov, types, halves)  # two experiments' tables, pooled
+    n_heads = variants.attention_shape(gained_mistral.config)[0]
+    assert list(table.columns) == list(headtable.COLUMNS)
+    assert len(table) == 2 * n_heads and not table.duplicated(["layer", "head"]).any()
+    assert (table["n_prompts"] == 3).all()
+    for row in table.itertuples():
+        q = qk[(qk["form"] == "folded") & (qk["layer"] == row.layer) & (qk["head"] == row.head)].iloc[0]
+        o = ov[(ov["form"] == "folded") & (ov["layer"] == row.layer) & (ov["head"] == row.head)].iloc[0]
+        t = types[(types["layer"] == row.layer) & (types["head"] == row.head)].iloc[0]
+        assert (row.qk_sigma_max, row.qk_stable_rank, row.qk_trace) == (q.sigma_max, q.stable_rank, q.trace)
+        assert (row.ov_frobenius_norm, row.ov_sigma_max) == (o.frobenius_norm, o.sigma_max)
+        assert (row.induction, row.head_type, row.kv_head) == (t.induction, t.head_type, t.kv_head)
+        for metric in headtable.BEHAVIOUR_METRICS:
+            values = [
+                r[metric]
+                for _, r in metrics.iterrows()
+                if r["layer"] == row.layer and r["head"] == row.head  # never the head mean (−1)
+            ]
+            assert getattr(row, metric) == pytest.approx(sum(values) / len(values), abs=1e-12)
+
+
+def test_a_head_missing_from_a_source_is_refused(gained_mistral):
+    qk, ov, types, metrics = sources(gained_mistral)
+    with pytest.raises(ValueError, match="heads missing"):
+        headtable.head_table(qk, ov, types.iloc[1:], [metrics])
+    with pytest.raises(ValueError, match="heads missing"):
+        headtable.head_table(qk, ov, types, [metrics[~((metrics["layer"] == 1) & (metrics["head"] == 2))]])
+
+
+def constructed(n: int = 270, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    behaviour = rng.random(n)
+    layer = np.arange(n) // 9  # 30 layers of 9 heads
+    return pd.DataFrame(
+        {
+            "layer": layer,
+            "deep": layer + 0.5 * rng.random(n),  # depth plus noise unrelated to the behaviour
+            "depth_driven": layer + 0.5 * rng.random(n),
+            "entropy": behaviour,
+            "monotone": np.exp(-3 * behaviour),  # decreasing: ρ = −1
+            "increasing": behaviour**3 + 2,  # ρ = 1
+            "shuffled": rng.permutation(behaviour),
+            "constant": np.ones(n),
+        }
+    )
+
+
+def test_rank_correlation_of_monotone_shuffled_and_constant_columns():
+    table = constructed()
+    both = headtable.weight_behaviour_correlations(
+        table, ["increasing", "monotone", "shuffled", "constant"], ["entropy"], n_resamples=500
+    )
+    assert list(both.columns) == list(headtable.CORRELATION_COLUMNS)
+    got = both[both["scope"] == "heads"].set_index("weight")
+    assert got.loc["increasing", "rho"] == pytest.approx(1.0)
+    assert got.loc["increasing", ["low", "high"]].tolist() == pytest.approx([1.0, 1.0])
+    assert got.loc["monotone", "rho"] == pytest.approx(-1.0)
+    shuffled = got.loc["shuffled"]
+    assert abs(shuffled["rho"]) < 0.15 and shuffled["low"] < shuffled["rho"] < shuffled["high"]
+    assert shuffled["low"] < 0 < shuffled["high"]
+    assert np.isnan(got.loc["constant", ["rho", "low", "high"]].astype(float)).all()
+    assert (got["n_heads"] == 270).all()
+    rho = headtable.rank_correlation(table["shuffled"], table["entropy"], n_resamples=100)[0]
+    from scipy.stats import spearmanr
+
+    assert rho == pytest.approx(spearmanr(table["shuffled"], table["entropy"]).statistic, abs=1e-12)
+    within = both[both["scope"] == "within_layer"].set_index("weight")
+    assert within.loc["increasing", "rho"] == pytest.approx(1.0)  # monotone in every layer too
+    assert abs(within.loc["shuffled", "rho"]) < 0.15
+
+
+def test_within_layer_ranks_take_depth_out():
+    """Two columns driven by depth correlate over all heads, not among the heads of a layer."""
+    got = headtable.weight_behaviour_correlations(
+        constructed(), ["deep"], ["depth_driven"], n_resamples=300
+    ).set_index("scope")
+    assert got.loc["heads", "rho"] > 0.95 and got.loc["heads", "low"] > 0.9
+    assert abs(got.loc["within_layer", "rho"]) < 0.15
+    assert got.loc["within_layer", "low"] < 0 < got.loc["within_layer", "high"]
+
+
+def test_the_correlation_figure_draws_a_panel_per_variant():
+    table = constructed(40)
+    correlations = pd.concat(
+        [
+            headtable.weight_behaviour_correlations(
+                table, ["increasing", "shuffled"], ["entropy"], n_resamples=50
+            ).assign(variant=v)
+            for v in ("trained", "random-s0")
+        ]
+    )
+    fig = plot_head_correlations(correlations, "test")
+    titles = [ax.get_title() for ax in fig.axes[:4]]
+    assert titles == [
+        "trained · heads",
+        "trained · within layer",
+        "random-s0 · heads",
+        "random-s0 · within layer",
+    ]
