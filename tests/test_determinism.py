@@ -152,7 +152,7 @@ def test_cold_runs_are_identical(cold_runs):
     for path in models:
         assert (a / path).read_bytes() == (b / path).read_bytes(), f"prepared model differs: {path}"
     tables_a, tables_b = snapshot(a), snapshot(b)
-    stages = {"data", "prompts", "clues", "metrics", "spectra", "theory", "claims"}
+    stages = {"data", "prompts", "clues", "metrics", "spectra", "theory", "knockout", "claims"}
     assert {stage(p) for p in tables_a} == stages
     assert tables_a.keys() == tables_b.keys()
     for path, data in tables_a.items():
@@ -181,7 +181,9 @@ def test_generation_budget_changes_generation_digests_only(finished_run):
     new, after = digests(finished_run), snapshot(finished_run)
     assert new.keys() == old.keys()
     changed = {path for path in old if old[path] != new[path]}
-    assert changed == {path for path in old if stage(path) in ("clues", "attention", "metrics", "claims")}
+    assert changed == {
+        path for path in old if stage(path) in ("clues", "attention", "metrics", "knockout", "claims")
+    }
     assert_digests_follow_bytes(before, after, old, new)
 
 

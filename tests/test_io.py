@@ -24,6 +24,7 @@ rule job:
         "digest_{name}.txt",
     params:
         options={"epsilon": 0.5},
+        dpi=72,
         name=lambda wildcards: [wildcards.name, 2],
     script:
         "job.py"
@@ -64,8 +65,8 @@ def test_a_json_without_a_spec_digest_names_the_file(tmp_path):
 
 
 def test_job_digest_in_a_snakemake_job(upstream):
-    """Params in the rule's order, then the extra values, then each named input's recorded
-    digest; an input given as an empty list adds nothing."""
+    """Params in the rule's order (but a figure's dpi, which decides no table), then the extra
+    values, then each named input's recorded digest; an input given as an empty list adds nothing."""
     (upstream / "Snakefile").write_text(textwrap.dedent(SNAKEFILE))
     (upstream / "job.py").write_text(textwrap.dedent(SCRIPT))
     run = subprocess.run(

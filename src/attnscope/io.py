@@ -63,16 +63,23 @@ def recorded_digest(path: str | os.PathLike) -> str:
     return read_parquet_metadata(path)["config_digest"]
 
 
+FIGURE_PARAMS = frozenset({"dpi"})
+"""Params that decide only a job's figures, never its tables: they enter no digest."""
+
+
 def job_digest(job: Any, *extra: Any, inputs: Iterable[str] = ()) -> str:
     """The config digest of a Snakemake job (``snakemake`` in a rule's script): every param in
-    the rule's order, then ``extra`` (what else decides the outputs: a wildcard, a format
-    version), then the digest recorded in each file of the named ``inputs``, in that order
-    (an input given as an empty list adds nothing)."""
+    the rule's order but those of :data:`FIGURE_PARAMS`, then ``extra`` (what else decides the
+    outputs: a wildcard, a format version), then the digest recorded in each file of the named
+    ``inputs``, in that order (an input given as an empty list adds nothing)."""
+    params = list(job.params)
+    if FIGURE_PARAMS & set(job.params.keys()):  # such rules name every param
+        params = [value for name, value in job.params.items() if name not in FIGURE_PARAMS]
     upstream: list[str] = []
     for name in inputs:
         files = job.input[name]
         upstream += [files] if isinstance(files, str) else list(files)
-    return config_digest(*job.params, *extra, *(recorded_digest(path) for path in upstream))
+    return config_digest(*params, *extra, *(recorded_digest(path) for path in upstream))
 
 
 def file_digest(path: str | os.PathLike) -> str:
