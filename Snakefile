@@ -3,7 +3,8 @@ on few-shot crossword-clue generation (the thesis's chapter 8 as a cached DAG).
 
     snakemake --cores 2                 # the default run (config.yaml)
     snakemake --cores 2 clues           # a named target: data, prompts, clues, attention,
-                                        #   spectra, heads, theory_checks, figures, claims, report
+                                        #   spectra, heads, knockouts, theory_checks, figures,
+                                        #   claims, report
     snakemake --cores 2 --report results/report.html --report-after-run
                                         # the run, then Snakemake's HTML report of it
     snakemake -n                        # what would run
