@@ -10,6 +10,7 @@ import pytest
 
 from attnscope import choices as attnscope_choices
 from attnscope import claims
+from attnscope.claims.attention import COSINE_STATEMENT
 from attnscope.evidence import Evidence, copy_share
 from tests.test_choices import k3_labels, row_stochastic, shot_labels, shot_maps
 from tests.test_effects import synthetic
@@ -697,7 +698,7 @@ def test_cosine_per_head_counts_a_head_that_the_mean_hides():
     ev = Evidence("m", "animals-k3", choices=choices(), metrics=pd.concat(frames, ignore_index=True))
     table, _ = claims.evaluate(ev)
     rows = table[table["claim"] == "cosine-weak"].set_index("statement")
-    assert rows.loc[claims.CLAIMS[6].statement, "verdict"] == claims.SUPPORTED
+    assert rows.loc[COSINE_STATEMENT, "verdict"] == claims.SUPPORTED
     per_head = rows.loc["Per head: attention is only weakly related to the embedding cosine similarity"]
     assert per_head["verdict"] == NOT_REPLICATED and "(layer 8, head 2)" in per_head["measured"]
     assert per_head["estimate"] == pytest.approx(0.6, abs=0.02)
