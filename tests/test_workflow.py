@@ -111,6 +111,7 @@ def test_changing_one_k_reruns_only_that_experiment(tiny_run, tmp_path):
     config["generation"]["max_new_tokens"] = 5
     (tiny_run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     summaries = {"clue_comparison", "metric_curves", "claims"}
+    heads = {"head_table", "head_correlations"}  # they read the claims experiment's metrics
     assert {rule for rule, _ in planned_jobs(tiny_run)} == {
         "generate_clues",
         "clue_table",
@@ -119,7 +120,7 @@ def test_changing_one_k_reruns_only_that_experiment(tiny_run, tmp_path):
         "rollout",
         "knockout",  # the trained clue it scores and its greedy budget
         "knockout_effects",
-    } | summaries
+    } | summaries | heads
     # Attention options rerun only the attention jobs; ε only the metrics (and what summarises them).
     config = tiny_config()
     config["attention"] = {"keep_heads": "all"}
@@ -128,12 +129,12 @@ def test_changing_one_k_reruns_only_that_experiment(tiny_run, tmp_path):
         "extract_attention",
         "attention_metrics",
         "rollout",
-    } | (summaries - {"clue_comparison"})
+    } | (summaries - {"clue_comparison"}) | heads
     config["attention"] = {"epsilon": 0.2}
     (tiny_run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     assert {rule for rule, _ in planned_jobs(tiny_run)} == {"attention_metrics"} | (
         summaries - {"clue_comparison"}
-    )
+    ) | heads
     (tiny_run / "config.yaml").write_text(yaml.safe_dump(tiny_config(), sort_keys=False))
     assert planned_jobs(tiny_run) == []
 
