@@ -20,6 +20,9 @@ O(heads·hidden·head_dim²) per layer instead of a dense hidden² matrix and it
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import torch
@@ -129,17 +132,7 @@ def qk_circuits(model: nn.Module) -> pd.DataFrame:
             )
             a = (q * gamma).reshape(n_heads, head_dim, hidden)
             b = (k * gamma).reshape(n_kv, head_dim, hidden)[kv_of]
-            stats = _circuit_stats(a, b)
-            for head in range(n_heads):
-                rows.append(
-                    {
-                        "layer": layer,
-                        "head": head,
-                        "kv_head": int(kv_of[head]),
-                        "form": form,
-                        **{key: values[head] for key, values in stats.items()},
-                    }
-                )
+            rows += _head_rows(layer, form, kv_of, _circuit_stats(a, b), QK_COLUMNS[4:])
     df = pd.DataFrame(rows, columns=QK_COLUMNS)
     df["top10_sigma"] = df["top10_sigma"].map(lambda v: np.asarray(v).tolist())
     return df
@@ -168,15 +161,21 @@ def ov_circuits(model: nn.Module) -> pd.DataFrame:
                 norm_scale(block, "v").cpu() if form == "folded" else torch.ones(hidden, dtype=torch.float64)
             )
             b = (v * gamma).reshape(n_kv, head_dim, hidden)[kv_of]
-            stats = _circuit_stats(a, b)
-            for head in range(n_heads):
-                rows.append(
-                    {
-                        "layer": layer,
-                        "head": head,
-                        "kv_head": int(kv_of[head]),
-                        "form": form,
-                        **{key: stats[key][head] for key in OV_COLUMNS[4:]},
-                    }
-                )
+            rows += _head_rows(layer, form, kv_of, _circuit_stats(a, b), OV_COLUMNS[4:])
     return pd.DataFrame(rows, columns=OV_COLUMNS)
+
+
+def _head_rows(
+    layer: int, form: str, kv_of: torch.Tensor, stats: dict[str, Any], keys: Sequence[str]
+) -> list[dict[str, Any]]:
+    """One row per query head of a layer's circuit statistics ``stats`` (the columns ``keys``)."""
+    return [
+        {
+            "layer": layer,
+            "head": head,
+            "kv_head": int(kv_of[head]),
+            "form": form,
+            **{k: stats[k][head] for k in keys},
+        }
+        for head in range(len(kv_of))
+    ]

@@ -16,7 +16,6 @@ No torch here: the tables come from their jobs' files (the OV norms from
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -24,7 +23,7 @@ import pandas as pd
 from scipy import stats
 
 from attnscope.headtypes import SCORES
-from attnscope.stats import CONFIDENCE, N_RESAMPLES
+from attnscope.stats import CONFIDENCE, N_RESAMPLES, paired_bootstrap
 
 FORM = "folded"
 """The circuits' form the table takes (:data:`attnscope.matrices.FORMS`)."""
@@ -108,24 +107,8 @@ def rank_correlation(
     rho = float(_spearman(x, y)) if len(x) > 2 else math.nan
     if not np.isfinite(rho):
         return math.nan, math.nan, math.nan
-    low = high = math.nan
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
-        warnings.simplefilter("ignore", RuntimeWarning)
-        for method in ("BCa", "percentile"):
-            low, high = stats.bootstrap(
-                (x, y),
-                _spearman,
-                paired=True,
-                vectorized=True,
-                confidence_level=confidence,
-                n_resamples=n_resamples,
-                method=method,
-                rng=np.random.default_rng(seed),
-            ).confidence_interval
-            if np.isfinite(low) and np.isfinite(high):
-                break
-    return rho, float(low), float(high)
+    low, high = paired_bootstrap((x, y), _spearman, confidence, n_resamples, seed)
+    return rho, low, high
 
 
 def weight_behaviour_correlations(

@@ -85,14 +85,28 @@ def cluster_interval(
         return Interval(estimate, math.nan, math.nan, len(values), int(n_clusters))
     if n_clusters < 2 or len(finite) == 0 or finite.max() == finite.min():  # nothing to resample
         return Interval(estimate, estimate, estimate, len(values), int(n_clusters))
+    low, high = paired_bootstrap(data, pooled, confidence, n_resamples, seed)
+    return Interval(estimate, low, high, len(values), int(n_clusters))
+
+
+def paired_bootstrap(
+    data: Sequence[np.ndarray],
+    statistic: Callable[..., np.ndarray],
+    confidence: float,
+    n_resamples: int,
+    seed: int,
+) -> tuple[float, float]:
+    """The (low, high) bootstrap interval of a vectorised ``statistic`` of paired samples
+    (``scipy.stats.bootstrap``): BCa, or the percentile interval where BCa is degenerate (e.g. two
+    clusters); NaN if neither is finite."""
     low = high = math.nan
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", stats.DegenerateDataWarning)
         warnings.simplefilter("ignore", RuntimeWarning)  # BCa's acceleration of a degenerate jackknife
-        for method in ("BCa", "percentile"):  # BCa can be degenerate (e.g. two clusters)
+        for method in ("BCa", "percentile"):
             low, high = stats.bootstrap(
-                data,
-                pooled,
+                tuple(data),
+                statistic,
                 paired=True,
                 vectorized=True,
                 confidence_level=confidence,
@@ -102,7 +116,7 @@ def cluster_interval(
             ).confidence_interval
             if np.isfinite(low) and np.isfinite(high):
                 break
-    return Interval(estimate, float(low), float(high), len(values), int(n_clusters))
+    return float(low), float(high)
 
 
 def cluster_mean_interval(
