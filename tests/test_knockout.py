@@ -367,3 +367,26 @@ def test_clue_logprob_is_the_softmax_of_the_logits(family):
         knockout.clue_logprob(model, prompt_ids, clue_ids),
         knockout.clue_logprob(model, prompt_ids, clue_ids, blocker),
     )
+
+
+def test_clue_logprob_has_the_same_bytes_on_any_thread_count(prepared_tiny_mistral, sample_clues):
+    """A cluster job and a laptop job run with different thread counts; the rows must not differ
+    (the vocabulary matmul of a few rows rounds differently when threads split it)."""
+    from attnscope import models
+
+    loaded = models.load_model(prepared_tiny_mistral, "trained")
+    row = prompts.build_prompts(sample_clues, "animals-k3", SPEC, ["Ant"], loaded.tokenizer).iloc[0]
+    annotation, prompt_ids = prompts.prompt_annotation(row), [int(i) for i in row["input_ids"]]
+    variant = "knockout-target-shotwords-L0-1"
+    clue_ids = loaded.tokenizer.encode("Tiny and busy, it carries crumbs home.", add_special_tokens=False)
+    assert len(clue_ids) >= 5  # from 5 rows on, two threads split the matmul differently
+    previous = torch.get_num_threads()
+    got = []
+    try:
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            blocker = knockout.applied(loaded.model, variant, annotation, len(prompt_ids))
+            got.append(knockout.clue_logprob(loaded.model, prompt_ids, clue_ids, blocker).tobytes())
+    finally:
+        torch.set_num_threads(previous)
+    assert got[0] == got[1] == got[2]

@@ -36,8 +36,8 @@ knockout holds under a cache, token by token. One sequence at a time (batch of o
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from contextlib import nullcontext
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -249,6 +249,24 @@ def applied(
     return Knockout(model, blocked_edges(annotation, n_prompt, variant), layer_range(variant))
 
 
+@contextmanager
+def _one_thread_in(module: torch.nn.Module) -> Iterator[None]:
+    """``module``'s forward on one torch thread. A matmul of a few rows by the vocabulary rounds
+    differently when more threads split it, so the log-probabilities (and a job's bytes) would
+    depend on the machine's core count."""
+    previous = torch.get_num_threads()
+    handles = [
+        module.register_forward_pre_hook(lambda *_: torch.set_num_threads(1)),
+        module.register_forward_hook(lambda *_: torch.set_num_threads(previous)),
+    ]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+        torch.set_num_threads(previous)
+
+
 def clue_logprob(
     model: PreTrainedModel,
     prompt_ids: Sequence[int],
@@ -256,12 +274,13 @@ def clue_logprob(
     knockout: Knockout | None = None,
 ) -> np.ndarray:
     """Per clue token, its log-probability under teacher forcing after ``prompt_ids`` (float64),
-    from one forward pass over the prompt and the clue (inside ``knockout`` if given)."""
+    from one forward pass over the prompt and the clue (inside ``knockout`` if given); the same
+    bytes whatever the torch thread count."""
     ids = [int(i) for i in prompt_ids] + [int(i) for i in clue_ids]
     if not clue_ids:
         raise ValueError("clue_logprob: the clue has no tokens")
     device = next(model.parameters()).device
-    with torch.inference_mode(), knockout or nullcontext():
+    with torch.inference_mode(), knockout or nullcontext(), _one_thread_in(model.get_output_embeddings()):
         logits = model(
             input_ids=torch.tensor([ids[:-1]], device=device), logits_to_keep=len(clue_ids)
         ).logits[0]
