@@ -300,6 +300,26 @@ def model_load(r: Result) -> list[str]:
     )
 
 
+def knockout(r: Result) -> list[str]:
+    rows = [
+        Row("prompts (mean tokens), threads", f"{r['prompts']} ({r['prompt_tokens_mean']}), {r['threads']}")
+    ]
+    for edges in ("target-shotwords", "across-shots"):
+        e = r[edges]
+        rows += [
+            Row(
+                f"`{edges}`: whole / shared, per prompt",
+                f"{seconds(e['whole_s_per_prompt'])} / {seconds(e['shared_s_per_prompt'])} "
+                f"(first blocked query at token {e['first_blocked_query_mean']})",
+            ),
+            Row(
+                f"`{edges}`: speed-up of sharing (max difference)",
+                f"{e['speedup']:.2f}× ({e['max_abs_difference']:.1g})",
+            ),
+        ]
+    return table(rows)
+
+
 def spectra(r: Result) -> list[str]:
     verdict, timings = r["verdict"], r["timings_s"]
     ours = timings["attnscope compute_spectra"]
@@ -429,6 +449,13 @@ SECTIONS: dict[str, tuple[str, str, Callable[[Result], list[str]]]] = {
         "Model load",
         "The embedded SmolLM2: the prepared safetensors cache against converting the GGUF.",
         model_load,
+    ),
+    "knockout": (
+        "Knockout effects",
+        "A clue's teacher-forced log-probabilities with and without a knockout on the embedded "
+        "SmolLM2, as the `knockout` rule runs them (one thread): two whole forward passes against "
+        "the positions before the first blocked query run once; routes alternating in one run.",
+        knockout,
     ),
     "spectra": (
         "Weight spectra",

@@ -37,7 +37,9 @@ rule knockout:
         "results/logs/knockout/{model}/{variant}/{experiment}.log",
     benchmark:
         "results/benchmarks/knockout/{model}/{variant}/{experiment}.tsv"
-    threads: MODEL_THREADS
+    # One thread (attnscope.knockout.clue_logprobs runs on one whatever it gets): the many small
+    # knockout jobs run side by side instead.
+    threads: 1
     resources:
         **model_resources("generate_clues"),
     script:

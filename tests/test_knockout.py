@@ -354,19 +354,51 @@ def test_clue_logprob_is_the_softmax_of_the_logits(family):
     ids = annotation.input_ids
     prompt_ids, clue_ids = ids[:n_prompt], ids[n_prompt:]
     blocker = knockout.applied(model, "knockout-target-shotwords-L0-1", annotation, n_prompt)
+    expected = []
     for chosen in (None, blocker):
-        logits = forward(model, ids, chosen).double()
-        rows = logits[n_prompt - 1 : -1]
-        expected = [
-            float(row[token] - torch.log(torch.exp(row - row.max()).sum()) - row.max())
-            for row, token in zip(rows, clue_ids)
-        ]
-        got = knockout.clue_logprob(model, prompt_ids, clue_ids, chosen)
-        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
-    assert not np.allclose(
-        knockout.clue_logprob(model, prompt_ids, clue_ids),
-        knockout.clue_logprob(model, prompt_ids, clue_ids, blocker),
+        rows = forward(model, ids, chosen).double()[n_prompt - 1 : -1]
+        expected.append(
+            [
+                float(row[token] - torch.log(torch.exp(row - row.max()).sum()) - row.max())
+                for row, token in zip(rows, clue_ids)
+            ]
+        )
+    got = knockout.clue_logprobs(model, prompt_ids, clue_ids, [None, blocker])
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(*got)
+
+
+@pytest.mark.parametrize("edges", ["target-shotwords", "across-shots", "clue-ownword"])
+def test_positions_before_the_first_blocked_query_are_shared(family, edges):
+    """The prompt's positions before the first blocked query run once, into a cache both contexts
+    continue from: the same log-probabilities as whole forward passes, the unchanged context's
+    bytes whatever the knockout, and a prefix that reaches past the first blocked query differs."""
+    model, tokenizer, annotation, n_prompt = family
+    ids = annotation.input_ids
+    prompt_ids, clue_ids = ids[:n_prompt], ids[n_prompt:]
+    blocker = knockout.Knockout(
+        model, knockout.named_edges(annotation, n_prompt, edges), range(model.config.num_hidden_layers)
     )
+    first = knockout.first_blocked_query(blocker.blocked)
+    assert 0 < first < n_prompt
+    whole = knockout.clue_logprobs(model, prompt_ids, clue_ids, [None, blocker])
+    shared = knockout.clue_logprobs(model, prompt_ids, clue_ids, [None, blocker], shared=first)
+    np.testing.assert_allclose(shared, whole, rtol=1e-5, atol=1e-5)
+    idle = knockout.Knockout(model, blocker.blocked, [])
+    unchanged, idle_run = knockout.clue_logprobs(model, prompt_ids, clue_ids, [None, idle], shared=first)
+    assert unchanged.tobytes() == idle_run.tobytes() == shared[0].tobytes()
+    if edges == "across-shots" and model.config.model_type == "llama":  # tiny Gemma: windows hide shots
+        too_far = knockout.clue_logprobs(model, prompt_ids, clue_ids, [blocker], shared=n_prompt - 1)[0]
+        assert np.abs(too_far - whole[1]).max() > 1e-3 > np.abs(shared[1] - whole[1]).max()
+
+
+def test_first_blocked_query_of_a_continuation_only_set_is_the_prompt_end():
+    n = 6
+    continuation = np.zeros(n, dtype=bool)
+    continuation[2] = True
+    assert knockout.first_blocked_query(knockout.BlockedEdges(np.zeros((n, n), bool), continuation)) == n
+    nothing = knockout.BlockedEdges(np.zeros((n, n), bool), np.zeros(n, bool))
+    assert knockout.first_blocked_query(nothing) >= n
 
 
 def test_clue_logprob_has_the_same_bytes_on_any_thread_count(prepared_tiny_mistral, sample_clues):
@@ -386,7 +418,8 @@ def test_clue_logprob_has_the_same_bytes_on_any_thread_count(prepared_tiny_mistr
         for threads in (1, 2, 3):
             torch.set_num_threads(threads)
             blocker = knockout.applied(loaded.model, variant, annotation, len(prompt_ids))
-            got.append(knockout.clue_logprob(loaded.model, prompt_ids, clue_ids, blocker).tobytes())
+            rows = knockout.clue_logprobs(loaded.model, prompt_ids, clue_ids, [None, blocker], shared=10)
+            got.append(b"".join(row.tobytes() for row in rows))
     finally:
         torch.set_num_threads(previous)
     assert got[0] == got[1] == got[2]

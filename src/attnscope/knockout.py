@@ -36,8 +36,9 @@ knockout holds under a cache, token by token. One sequence at a time (batch of o
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+import copy
+from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -45,9 +46,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
-from attnscope import generation, prompts, variants
+from attnscope import generation, models, prompts, variants
 from attnscope.store import INSTRUCTION_SEGMENT, SHOT_CLUE, SHOT_WORD, TARGET
 
 TARGET_KEYS = {
@@ -249,48 +250,51 @@ def applied(
     return Knockout(model, blocked_edges(annotation, n_prompt, variant), layer_range(variant))
 
 
-@contextmanager
-def _one_thread_in(module: torch.nn.Module) -> Iterator[None]:
-    """``module``'s forward on one torch thread. A matmul of a few rows by the vocabulary rounds
-    differently when more threads split it, so the log-probabilities (and a job's bytes) would
-    depend on the machine's core count."""
-    previous = torch.get_num_threads()
-    handles = [
-        module.register_forward_pre_hook(lambda *_: torch.set_num_threads(1)),
-        module.register_forward_hook(lambda *_: torch.set_num_threads(previous)),
-    ]
-    try:
-        yield
-    finally:
-        for handle in handles:
-            handle.remove()
-        torch.set_num_threads(previous)
+def first_blocked_query(blocked: BlockedEdges) -> int:
+    """The first query position that loses a key; every position before it runs unchanged
+    (``len(continuation)`` when only the queries after the prompt lose keys; a huge number when
+    none does)."""
+    rows = np.flatnonzero(blocked.prompt.any(axis=1))
+    if len(rows):
+        return int(rows[0])
+    return len(blocked.continuation) if blocked.continuation.any() else np.iinfo(np.int64).max
 
 
-def clue_logprob(
+def clue_logprobs(
     model: PreTrainedModel,
     prompt_ids: Sequence[int],
     clue_ids: Sequence[int],
-    knockout: Knockout | None = None,
-) -> np.ndarray:
-    """Per clue token, its log-probability under teacher forcing after ``prompt_ids`` (float64),
-    from one forward pass over the prompt and the clue (inside ``knockout`` if given); the same
-    bytes whatever the torch thread count."""
-    ids = [int(i) for i in prompt_ids] + [int(i) for i in clue_ids]
+    knockouts: Sequence[Knockout | None],
+    shared: int = 0,
+) -> list[np.ndarray]:
+    """Per context of ``knockouts`` (``None``: the model unchanged), per clue token its
+    log-probability under teacher forcing after ``prompt_ids`` (float64). The first ``shared``
+    positions (at most the prompt's but one) run once, into a KV cache each context continues
+    from: pass the first position a knockout blocks (:func:`first_blocked_query`), before which
+    it changes nothing. On one torch thread: how many threads split a matmul changes its rounding,
+    so a cluster job and a laptop would write different bytes."""
     if not clue_ids:
-        raise ValueError("clue_logprob: the clue has no tokens")
+        raise ValueError("clue_logprobs: the clue has no tokens")
+    ids = [int(i) for i in prompt_ids] + [int(i) for i in clue_ids]
+    shared = max(0, min(shared, len(prompt_ids) - 1))
     device = next(model.parameters()).device
-    with torch.inference_mode(), knockout or nullcontext(), _one_thread_in(model.get_output_embeddings()):
-        logits = model(
-            input_ids=torch.tensor([ids[:-1]], device=device), logits_to_keep=len(clue_ids)
-        ).logits[0]
-    logprobs = torch.log_softmax(logits.float(), dim=-1)
-    return (
-        logprobs.gather(-1, torch.tensor(ids[len(prompt_ids) :], device=device)[:, None])[:, 0]
-        .double()
-        .cpu()
-        .numpy()
-    )
+    targets = torch.tensor(ids[len(prompt_ids) :], device=device)[:, None]
+    out = []
+    with torch.inference_mode(), models.torch_threads(1):
+        prefix = None
+        if shared:
+            prefix = DynamicCache(config=model.config)
+            model(input_ids=torch.tensor([ids[:shared]], device=device), cache=prefix, logits_to_keep=1)
+        for knockout in knockouts:
+            with knockout or nullcontext():
+                logits = model(
+                    input_ids=torch.tensor([ids[shared:-1]], device=device),
+                    cache=copy.deepcopy(prefix),
+                    logits_to_keep=len(clue_ids),
+                ).logits[0]
+            logprobs = torch.log_softmax(logits.float(), dim=-1)
+            out.append(logprobs.gather(-1, targets)[:, 0].double().cpu().numpy())
+    return out
 
 
 def prompt_effects(
@@ -318,8 +322,9 @@ def prompt_effects(
         prompt_ids = [int(i) for i in row["input_ids"]]
         clue_ids = [int(i) for i in trained.loc[row["prompt_index"], "generated_ids"]]
         blocker = applied(model, parsed, prompts.prompt_annotation(row), len(prompt_ids))
-        before = clue_logprob(model, prompt_ids, clue_ids)
-        after = clue_logprob(model, prompt_ids, clue_ids, blocker)
+        before, after = clue_logprobs(
+            model, prompt_ids, clue_ids, [None, blocker], shared=first_blocked_query(blocker.blocked)
+        )
         rows.append(
             {"n_clue_tokens": len(clue_ids), "logprob_trained": before.sum(), "logprob_knockout": after.sum(),
              "delta_total": after.sum() - before.sum(), "delta_token": float(np.mean(after - before))}

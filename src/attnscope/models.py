@@ -23,6 +23,8 @@ import json
 import logging
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -125,6 +127,17 @@ class LoadedModel:
         return getattr(self.model, "is_quantized", False) or bool(
             getattr(self.model.config, "quantization_config", None)
         )
+
+
+@contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """Run the block with ``n`` torch intra-op threads, then restore the previous count."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 def embedded_gguf_path(spec: dict[str, Any], cache_dir: Path | None = None) -> Path:

@@ -22,9 +22,8 @@ from __future__ import annotations
 import math
 import os
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from torch import nn
 
 from attnscope.circuits import MATRIX_MODULES, NORM_OF, matrix_weight, norm_scale
 from attnscope.matrices import EMBEDDING_TYPES, FORMS, MATRIX_TYPES
+from attnscope.models import torch_threads
 from attnscope.shape import SHAPE_COLUMNS, shape_metrics
 from attnscope.store import open_store
 from attnscope.theory.rmt import gram, marchenko_pastur_edges
@@ -160,17 +160,6 @@ def weight_groups(
 
 
 # --- decompositions ----------------------------------------------------------------------
-
-
-@contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    """Run the block with ``n`` torch intra-op threads, then restore the previous count."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 def _sigma2_torch(batch: torch.Tensor, method: str) -> torch.Tensor:
