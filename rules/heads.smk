@@ -53,8 +53,8 @@ rule rollout:
 
 rule head_table:
     input:
-        manifest=attnscope_paths.MANIFEST,
         qk=attnscope_paths.QK_CIRCUITS,
+        ov=attnscope_paths.OV_CIRCUITS,
         types=attnscope_paths.HEAD_TYPES,
         metrics=lambda wc: [
             attnscope_paths.METRICS.format(model=wc.model, variant=wc.variant, experiment=experiment)
@@ -62,15 +62,12 @@ rule head_table:
         ],
     output:
         table=attnscope_paths.HEAD_TABLE,
-    params:
-        load=load_options,
     log:
         "results/logs/head_table/{model}/{variant}.log",
     benchmark:
         "results/benchmarks/head_table/{model}/{variant}.tsv"
-    threads: MODEL_THREADS
     resources:
-        **model_resources("head_types"),
+        **fixed_resources(mem_mb=1000, runtime=10),
     script:
         "../scripts/head_table.py"
 

@@ -9,6 +9,7 @@ rule weight_spectra:
         zarr=directory(attnscope_paths.SINGULAR_VALUES),
         alignment=attnscope_paths.ALIGNMENT,
         qk_circuits=attnscope_paths.QK_CIRCUITS,
+        ov_circuits=attnscope_paths.OV_CIRCUITS,
     params:
         spectra=lambda wc: attnscope_config.config_slice(
             config, "spectra", attnscope_config.SPECTRA_KEYS

@@ -1,5 +1,5 @@
 """Rule weight_spectra (docs/spectra.md): a model variant → spectra table, raw and RMSNorm-folded
-(Parquet), singular values (Zarr), base alignment and per-head QK circuits (Parquet)."""
+(Parquet), singular values (Zarr), base alignment and per-head QK and OV circuits (Parquet)."""
 
 import time
 from pathlib import Path
@@ -44,6 +44,7 @@ result = spectra.compute_spectra(
 log.info("%d matrices in %.2f s", len(result.table), time.perf_counter() - start)
 alignment = spectra.base_alignment(loaded.model, init_std)
 qk = circuits.qk_circuits(loaded.model)
+ov = circuits.ov_circuits(loaded.model)
 summary = result.table.groupby(["form", "matrix"], sort=False)[
     ["sum_sigma2", "sum_sigma2_init", "sv_max", "num_spikes_init", "num_spikes"]
 ]
@@ -53,5 +54,6 @@ labels = {"model": loaded.name, "variant": loaded.variant}
 io.write_parquet(result.table.assign(**labels), snakemake.output.table, meta)
 io.write_parquet(alignment.assign(**labels), snakemake.output.alignment, meta)
 io.write_parquet(qk.assign(**labels), snakemake.output.qk_circuits, meta)
+io.write_parquet(ov.assign(**labels), snakemake.output.ov_circuits, meta)
 with io.atomic_path(snakemake.output.zarr) as tmp:
     spectra.write_singular_values(result, tmp, meta)

@@ -40,6 +40,7 @@ SPECTRA = "results/spectra/{model}/{variant}.parquet"
 SINGULAR_VALUES = "results/spectra/{model}/{variant}.zarr"
 ALIGNMENT = "results/spectra/{model}/{variant}_alignment.parquet"
 QK_CIRCUITS = "results/spectra/{model}/{variant}_qk_circuits.parquet"
+OV_CIRCUITS = "results/spectra/{model}/{variant}_ov_circuits.parquet"
 LEARNED_VS_RANDOM = "results/spectra/{model}/learned_vs_random.parquet"
 LEARNED_VS_RANDOM_MD = "results/spectra/{model}/learned_vs_random.md"
 
