@@ -92,6 +92,17 @@ def prepared_tiny_mistral(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_default_run(tmp_path_factory) -> Path:
+    """A finished run of the default target on the tests' tiny config (tests.helpers.tiny_config),
+    once per session. Tests read it, or dry-run changed configs and put the config back."""
+    from tests.helpers import snakemake, tiny_config
+
+    workdir = tmp_path_factory.mktemp("tiny-run")
+    snakemake(workdir, config=tiny_config())
+    return workdir
+
+
+@pytest.fixture(scope="session")
 def embedded_model_dir(tmp_path_factory) -> Path:
     """The embedded SmolLM2 prepared from its GGUF (about 30 s, once per session)."""
     out = tmp_path_factory.mktemp("models") / "smollm2"

@@ -22,7 +22,7 @@ import zarr
 from threadpoolctl import threadpool_limits
 
 import attnscope
-from attnscope import attention, choices, metrics, models, prompts, store
+from attnscope import attention, capture, choices, metrics, models, prompts, store
 from tests.conftest import REPO
 
 CLUE = "Man's best friend, semi-aquatic.#"
@@ -96,7 +96,7 @@ def test_layer_capture_streams_one_layer_at_a_time(tiny_mistral):
     ids = torch.arange(1, 9)[None]
     with (
         torch.inference_mode(),
-        attention.LayerCapture(model, lambda layer, a: seen.append((layer, a.clone()))),
+        capture.LayerCapture(model, lambda layer, a: seen.append((layer, a.clone()))),
     ):
         model(input_ids=ids)
     assert [layer for layer, _ in seen] == [0, 1]
@@ -114,7 +114,7 @@ def captured(model, ids, kernel: str) -> list[torch.Tensor]:
     seen = []
     with (
         torch.inference_mode(),
-        attention.capture(model, lambda layer, a: seen.append((layer, a.clone())), kernel),
+        capture.capture(model, lambda layer, a: seen.append((layer, a.clone())), kernel),
     ):
         model.model(input_ids=torch.as_tensor([list(ids)]), use_cache=False)
     assert [layer for layer, _ in seen] == list(range(model.config.num_hidden_layers))
@@ -202,8 +202,8 @@ def test_recomputed_chunks_give_the_whole_map(tiny_mistral):
     model, _ = tiny_mistral
     module = model.model.layers[0].self_attn
     query, key = torch.randn(1, 4, 37, 16), torch.randn(1, 2, 37, 16)
-    whole = attention.recomputed_probabilities(module, query, key, None, 0.25)
-    chunked = attention.recomputed_probabilities(module, query, key, None, 0.25, chunk_bytes=4 * 4 * 37 * 5)
+    whole = capture.recomputed_probabilities(module, query, key, None, 0.25)
+    chunked = capture.recomputed_probabilities(module, query, key, None, 0.25, chunk_bytes=4 * 4 * 37 * 5)
     torch.testing.assert_close(chunked, whole)  # BLAS blocks rows differently: float32 rounding
     reference = torch.softmax((query[0] @ key[0].repeat_interleave(2, 0).transpose(1, 2)) * 0.25
                               + torch.full((37, 37), float("-inf")).triu(1), dim=-1)  # fmt: skip
@@ -212,7 +212,7 @@ def test_recomputed_chunks_give_the_whole_map(tiny_mistral):
 
 def test_unknown_kernel_names_the_key(tiny_mistral):
     with pytest.raises(ValueError, match="attention.kernel: unknown kernel 'flash'"):
-        attention.capture(tiny_mistral[0], lambda layer, a: None, "flash")
+        capture.capture(tiny_mistral[0], lambda layer, a: None, "flash")
 
 
 def test_sdpa_attention_is_refused(tiny_mistral):
@@ -220,7 +220,7 @@ def test_sdpa_attention_is_refused(tiny_mistral):
     model.config._attn_implementation = "sdpa"
     try:
         with pytest.raises(RuntimeError, match="eager"), torch.inference_mode():
-            with attention.LayerCapture(model, lambda layer, a: None):
+            with capture.LayerCapture(model, lambda layer, a: None):
                 model(input_ids=torch.arange(1, 9)[None])
     finally:
         model.config._attn_implementation = "eager"
@@ -704,12 +704,12 @@ def test_embedded_model_sdpa_route_equals_eager(embedded_model_dir, sample_clues
     table = prompt_table(loaded.tokenizer, sample_clues, targets=["Ant"], spec=spec)
     inputs = attention.prompt_inputs(table, loaded.tokenizer, None, "all")
     stores = {}
-    for kernel in attention.KERNELS:
+    for kernel in capture.KERNELS:
         stores[kernel] = tmp_path / f"{kernel}.zarr"
         attention.extract(
             loaded.model, inputs, stores[kernel], {"config_digest": "t"}, progress=False, kernel=kernel
         )
-    eager, sdpa = (zarr.open_group(stores[k], mode="r")["000"] for k in attention.KERNELS)
+    eager, sdpa = (zarr.open_group(stores[k], mode="r")["000"] for k in capture.KERNELS)
     for name in ("attn", "head_mean"):
         np.testing.assert_allclose(
             sdpa[name][...].astype(np.float32), eager[name][...].astype(np.float32), rtol=2**-9, atol=2**-20

@@ -15,7 +15,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from transformers.models.llama.modeling_llama import repeat_kv
 
-from attnscope import attention, circuits, config, metrics, models, prompts, resources, variants
+from attnscope import capture, circuits, config, metrics, models, prompts, resources, variants
 from tests.conftest import REPO, embedded_spec, tiny_gemma_spec, tiny_spec
 
 LOGITS = "attnscope-test-logits"
@@ -239,17 +239,17 @@ def test_sliding_window_layers_come_from_the_config(tiny_gemma, tiny_llama, tiny
     assert variants.sliding_windows(tiny_mistral[0].config) == {0: 4096, 1: 4096}
 
 
-@pytest.mark.parametrize("kernel", attention.KERNELS)
+@pytest.mark.parametrize("kernel", capture.KERNELS)
 def test_stored_maps_of_a_sliding_layer_are_zero_outside_its_window(tiny_gemma, kernel):
     maps: dict[int, torch.Tensor] = {}
-    with torch.inference_mode(), attention.capture(tiny_gemma[0], maps.__setitem__, kernel):
+    with torch.inference_mode(), capture.capture(tiny_gemma[0], maps.__setitem__, kernel):
         tiny_gemma[0].model(input_ids=IDS)
     distance = torch.arange(IDS.shape[1])[:, None] - torch.arange(IDS.shape[1])[None, :]
     assert (maps[0][:, distance >= 4] == 0).all() and (maps[0][:, (distance >= 0) & (distance < 4)] > 0).all()
     assert (maps[1][:, distance >= 0] > 0).all()  # the global layer sees every causal key
 
 
-@pytest.mark.parametrize("kernel", attention.KERNELS)
+@pytest.mark.parametrize("kernel", capture.KERNELS)
 def test_the_refusal_starts_where_the_models_mask_first_hides_a_causal_key(tiny_gemma, kernel):
     """The metrics count i + 1 visible keys in row i. The model's own mask (the keys the captured
     maps give mass to) agrees in every row of every layer up to the window's length, and hides
@@ -258,7 +258,7 @@ def test_the_refusal_starts_where_the_models_mask_first_hides_a_causal_key(tiny_
     windows = variants.sliding_windows(tiny_gemma[0].config)
     for n in range(2, IDS.shape[1] + 1):
         maps: dict[int, torch.Tensor] = {}
-        with torch.inference_mode(), attention.capture(tiny_gemma[0], maps.__setitem__, kernel):
+        with torch.inference_mode(), capture.capture(tiny_gemma[0], maps.__setitem__, kernel):
             tiny_gemma[0].model(input_ids=IDS[:, :n])
         visible = {layer: (m > 0).sum(dim=-1) for layer, m in maps.items()}  # [head, query]
         causal = torch.arange(1, n + 1).expand_as(visible[0])

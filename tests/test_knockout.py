@@ -12,7 +12,7 @@ import torch
 import zarr
 from transformers import DynamicCache
 
-from attnscope import attention, generation, knockout, prompts, variants
+from attnscope import attention, capture, generation, knockout, prompts, variants
 from attnscope.store import INSTRUCTION_SEGMENT, SHOT_CLUE, SHOT_WORD, TARGET
 
 SPEC = {"category": "Animals", "k": 3, "seed": 0}
@@ -42,7 +42,7 @@ def captured(model, ids, kernel, blocker=None) -> list[torch.Tensor]:
     maps = {}
     with (
         torch.inference_mode(),
-        attention.capture(model, lambda layer, w: maps.__setitem__(layer, w.clone()), kernel),
+        capture.capture(model, lambda layer, w: maps.__setitem__(layer, w.clone()), kernel),
     ):
         forward(model, ids, blocker)
     return [maps[layer] for layer in sorted(maps)]
@@ -172,7 +172,7 @@ def everything_but_self(n_prompt: int) -> knockout.BlockedEdges:
     return knockout.BlockedEdges(np.tri(n_prompt, k=-1, dtype=bool), np.ones(n_prompt, dtype=bool))
 
 
-@pytest.mark.parametrize("kernel", attention.KERNELS)
+@pytest.mark.parametrize("kernel", capture.KERNELS)
 def test_an_empty_layer_range_changes_nothing(family, kernel):
     model, _, annotation, n_prompt = family
     blocked = knockout.named_edges(annotation, n_prompt, "target-shotwords")
@@ -183,7 +183,7 @@ def test_an_empty_layer_range_changes_nothing(family, kernel):
     assert torch.equal(forward(model, ids), forward(model, ids, knockout.Knockout(model, blocked, [])))
 
 
-@pytest.mark.parametrize("kernel", attention.KERNELS)
+@pytest.mark.parametrize("kernel", capture.KERNELS)
 def test_blocked_edges_are_zero_and_the_rest_renormalised(family, kernel):
     """Knocked out in the last layer only, whose input is the trained model's: its map is the trained
     map with the blocked edges set to zero and each row divided by what is left of it."""
@@ -202,7 +202,7 @@ def test_blocked_edges_are_zero_and_the_rest_renormalised(family, kernel):
     torch.testing.assert_close(knocked[last], expected, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("kernel", attention.KERNELS)
+@pytest.mark.parametrize("kernel", capture.KERNELS)
 def test_blocking_every_key_but_the_query_gives_one_hot_maps(family, kernel):
     model, _, annotation, n_prompt = family
     ids = annotation.input_ids
@@ -214,7 +214,7 @@ def test_blocking_every_key_but_the_query_gives_one_hot_maps(family, kernel):
         assert float(layer_map[:, n_prompt:, :n_prompt].abs().max()) == 0.0
 
 
-@pytest.mark.parametrize("kernel", attention.KERNELS)
+@pytest.mark.parametrize("kernel", capture.KERNELS)
 def test_blocking_edges_no_head_uses_leaves_the_output_unchanged(family, kernel):
     """Keys after the query carry zero weight in every head (causal mask): blocking them changes no logit."""
     model, _, annotation, n_prompt = family
@@ -227,7 +227,7 @@ def test_blocking_edges_no_head_uses_leaves_the_output_unchanged(family, kernel)
     unchanged = captured(model, ids, kernel, knockout.Knockout(model, future, layers))
     for before, after in zip(trained, unchanged):
         torch.testing.assert_close(after, before, rtol=0, atol=1e-6 if kernel == "sdpa" else 0)
-    with attention.capture(model, lambda *_: None, kernel):
+    with capture.capture(model, lambda *_: None, kernel):
         torch.testing.assert_close(
             forward(model, ids, knockout.Knockout(model, future, layers)),
             forward(model, ids),
@@ -236,7 +236,7 @@ def test_blocking_edges_no_head_uses_leaves_the_output_unchanged(family, kernel)
         )
 
 
-@pytest.mark.parametrize("kernel", attention.KERNELS)
+@pytest.mark.parametrize("kernel", capture.KERNELS)
 def test_blocking_keys_outside_a_sliding_window_leaves_the_output_unchanged(tiny_gemma, sample_clues, kernel):
     """Gemma 3's layer 0 sees only its last W keys: blocking the keys before them there changes nothing,
     while blocking the same edges in the global layer 1, which uses them, does."""
@@ -245,7 +245,7 @@ def test_blocking_keys_outside_a_sliding_window_leaves_the_output_unchanged(tiny
     window, n = model.config.sliding_window, len(ids)
     assert variants.sliding_windows(model.config) == {0: window} and n > window
     outside = knockout.BlockedEdges(np.tri(n, k=-window, dtype=bool), np.zeros(n, dtype=bool))
-    with attention.capture(model, lambda *_: None, kernel):
+    with capture.capture(model, lambda *_: None, kernel):
         trained = forward(model, ids)
         torch.testing.assert_close(
             forward(model, ids, knockout.Knockout(model, outside, [0])), trained, rtol=0, atol=0
@@ -280,7 +280,7 @@ def test_a_knockout_holds_token_by_token_under_a_kv_cache(family, edges):
     torch.testing.assert_close(torch.stack(steps), whole[n_prompt - 1 : -1], rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("kernel", attention.KERNELS)
+@pytest.mark.parametrize("kernel", capture.KERNELS)
 def test_stored_maps_hold_the_blocked_edges_at_zero(tiny_llama, sample_clues, tmp_path, kernel):
     model, tokenizer = tiny_llama
     table = prompts.build_prompts(sample_clues, "animals-k3", SPEC, ["Ant", "Bee"], tokenizer)

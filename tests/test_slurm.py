@@ -21,7 +21,7 @@ import yaml
 from attnscope import config as attnscope_config
 from attnscope import resources
 from tests.conftest import REPO, snakemake_command
-from tests.helpers import snakemake, tiny_config
+from tests.helpers import tiny_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.slurm]
 
@@ -114,12 +114,10 @@ def minutes(limit: str) -> int:
     return (int(days or 0) * 24 + hours) * 60 + mins
 
 
-def test_slurm_run_equals_local_run(cluster, tmp_path):
+def test_slurm_run_equals_local_run(cluster, tiny_default_run, tmp_path):
     config = tiny_config()
-    local, cluster_dir = tmp_path / "local", tmp_path / "slurm"
-    local.mkdir()
+    local, cluster_dir = tiny_default_run, tmp_path / "slurm"
     cluster_dir.mkdir()
-    snakemake(local, config=config)
     code, output = slurm_snakemake(cluster_dir, config=config)
     assert code == 0, output[-6000:]
 

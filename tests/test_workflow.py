@@ -15,11 +15,9 @@ from tests.helpers import planned_jobs, snakemake, tiny_config
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory) -> Path:
-    workdir = tmp_path_factory.mktemp("tiny-run")
-    snakemake(workdir, config=tiny_config())
-    return workdir
+@pytest.fixture
+def tiny_run(tiny_default_run) -> Path:
+    return tiny_default_run
 
 
 def test_default_target_outputs(tiny_run):

@@ -107,10 +107,10 @@ def pattern_score(maps: np.ndarray, pattern: np.ndarray) -> np.ndarray:
 
 def probe_scores(model: PreTrainedModel, probes: np.ndarray) -> np.ndarray:
     """Every probe's scores [probe, score, layer, head], each layer's per-head maps captured in one
-    forward pass per probe (:func:`attnscope.attention.capture`, the eager kernel's probabilities)."""
+    forward pass per probe (:func:`attnscope.capture.capture`, the eager kernel's probabilities)."""
     import torch
 
-    from attnscope import attention, variants
+    from attnscope import capture, variants
 
     num_layers = model.config.num_hidden_layers
     num_heads = variants.attention_shape(model.config)[0]
@@ -124,7 +124,7 @@ def probe_scores(model: PreTrainedModel, probes: np.ndarray) -> np.ndarray:
             for s, pattern in enumerate(targets):
                 out[i, s, layer] = pattern_score(maps, pattern)
 
-        with torch.inference_mode(), attention.capture(model, score):
+        with torch.inference_mode(), capture.capture(model, score):
             model.model(input_ids=torch.as_tensor(ids[None], device=device))
     return out
 
