@@ -106,6 +106,9 @@ def figure_targets(spectra_figures, theory_figures):
 # (exact) or, before prepare_model has run, from the spec (attnscope.resources). Memory and
 # time grow with the attempt (--retries). Resources are no rerun trigger: these functions
 # may read config directly; what a job computes reaches it through params: only.
+# Rules of seconds' work that join or reformat tables (import_clues, check_targets, clue_table,
+# clue_comparison, spectra_comparison, head_table, report) are `localrule: True`: on a cluster
+# they run beside Snakemake instead of waiting in the queue.
 
 MODEL_THREADS = 4
 """Threads of a model job: scaled down to --cores locally, requested per job on a cluster

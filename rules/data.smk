@@ -2,6 +2,7 @@
 
 
 rule import_clues:
+    localrule: True
     input:
         [entry["path"] for entry in config["data"]["clue_files"]],
     output:
@@ -20,6 +21,7 @@ rule import_clues:
 
 
 rule check_targets:
+    localrule: True
     input:
         clues=attnscope_paths.IMPORTED_CLUES,
         report=attnscope_paths.IMPORT_REPORT,

@@ -149,6 +149,7 @@ rule theory_figures:
 
 
 rule clue_comparison:
+    localrule: True
     input:
         clues=lambda wc: [
             attnscope_paths.CLUES.format(model=wc.model, variant=variant, experiment=wc.experiment)

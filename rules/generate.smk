@@ -24,6 +24,7 @@ rule generate_clues:
 
 
 rule clue_table:
+    localrule: True
     input:
         clues=attnscope_paths.CLUES,
     output:

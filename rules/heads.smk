@@ -52,6 +52,7 @@ rule rollout:
 
 
 rule head_table:
+    localrule: True
     input:
         qk=attnscope_paths.QK_CIRCUITS,
         ov=attnscope_paths.OV_CIRCUITS,

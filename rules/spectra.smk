@@ -27,6 +27,7 @@ rule weight_spectra:
 
 
 rule spectra_comparison:
+    localrule: True
     input:
         trained=attnscope_paths.fill(attnscope_paths.SPECTRA, variant="trained"),
         random=attnscope_paths.fill(attnscope_paths.SPECTRA, variant=PLAN.random_variant),

@@ -23,6 +23,9 @@ def tiny_config(model: str = "tiny-mistral", **experiments) -> dict:
         "food-k3": {"category": "Food", "k": 3, "n_targets": 2},
     }
     config["generation"] = {"max_new_tokens": 6, "batch_size": 2}
+    # trained and the random init the comparisons use (config.yaml adds two init seeds and the
+    # α edits): every stage runs, with four weight_spectra and head_types jobs fewer per run
+    config["spectra"]["variants"] = ["trained", "random-s0"]
     config["theory"] = {
         "trials": 200,
         "samples": 2000,
