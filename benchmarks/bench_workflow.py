@@ -1,11 +1,12 @@
 """The cold default run and a no-op rerun, wall time, in a fresh working directory.
 
-    python benchmarks/bench_workflow.py [--cores 2] [--workdir DIR] [--compare DIR]
+    python benchmarks/bench_workflow.py [--cores 2] [--workdir DIR] [--compare DIR] [--config FILE]
     python benchmarks/bench_workflow.py --profile DIR     # only the profile of a finished run
 
-Runs `snakemake --cores N` on this checkout's config.yaml and sample data in a new working
-directory (nothing cached: the model is prepared from the GGUF, every job runs), then the
-same command again, which must run no job. With ``--compare DIR`` (the working directory of
+Runs `snakemake --cores N` on this checkout's config.yaml (or ``--config FILE``, e.g.
+config/examples/two_models.yaml, in its place: benchmarks/out/workflow-{stem}.json) and sample
+data in a new working directory (nothing cached: the model is prepared from the GGUF, every job
+runs), then the same command again, which must run no job. With ``--compare DIR`` (the working directory of
 an earlier cold run), also checks determinism: every Parquet table byte-identical and
 every Zarr array equal. Writes benchmarks/out/workflow.json, with the 1-minute load average
 before and after the cold run (other jobs on the machine slow it: the run alone reads ~N),
@@ -134,6 +135,7 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--workdir", type=Path, help="keep the run here (default: a temporary directory)")
     parser.add_argument("--compare", type=Path, help="an earlier cold run's working directory")
+    parser.add_argument("--config", type=Path, help="a config file in place of config.yaml")
     parser.add_argument(
         "--profile", type=Path, help="only print the profile of this finished run's directory"
     )
@@ -145,7 +147,7 @@ def main() -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     if (workdir / "results").exists():
         raise SystemExit(f"{workdir}/results exists: a cold run needs an empty working directory")
-    shutil.copy(REPO / "config.yaml", workdir / "config.yaml")
+    shutil.copy(args.config or REPO / "config.yaml", workdir / "config.yaml")
     if not (workdir / "data").exists():
         os.symlink(REPO / "data", workdir / "data")
 
@@ -167,7 +169,7 @@ def main() -> None:
     if args.compare:
         diffs = differences(workdir / "results", args.compare / "results")
         result |= {"compared_with": str(args.compare), "differences": diffs}
-    write("workflow", result)
+    write(f"workflow-{args.config.stem}" if args.config else "workflow", result)
     if result["noop_rerun_jobs"] or result.get("differences"):
         raise SystemExit("the rerun ran jobs, or the outputs differ from --compare")
 

@@ -102,12 +102,13 @@ def table(rows: Iterable[Row]) -> list[str]:
 
 
 def workflow(r: Result) -> list[str]:
+    default = r.name == "workflow"  # the bar is the default config's
     rows = [
         Row(
-            f"cold default run ({r['cold_run_jobs']} jobs, `--cores {r['cores']}`)",
+            f"cold {'default ' if default else ''}run ({r['cold_run_jobs']} jobs, `--cores {r['cores']}`)",
             seconds(r["cold_run_s"]),
-            "≤ 9 min",
-            r["cold_run_s"] <= 540,
+            "≤ 9 min" if default else "",
+            r["cold_run_s"] <= 540 if default else None,
         ),
         Row(
             f"no-op rerun ({r['noop_rerun_jobs']} jobs run)",
