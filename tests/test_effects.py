@@ -198,3 +198,23 @@ def test_the_effects_table_against_means_and_paired_differences():
     fig = plots.plot_knockout_effects(table.reset_index(), "effects")
     left, right = fig.axes
     assert len(left.containers) == 3 and len(right.containers) == 1  # sets; the one set with a control
+
+
+@pytest.mark.parametrize("name", ["knockout-target-shotwords-L0-1", "knockout-across-shots-L0-1"])
+def test_prompts_that_begin_alike_share_their_first_tokens(tiny_llama, sample_clues, name):
+    """Three targets with the same shots: their common tokens before the first blocked query run
+    once for all; the rows equal each prompt run alone through whole forward passes."""
+    model, tokenizer = tiny_llama
+    spec = {"category": "Animals", "k": 3, "seed": 0, "shot_draw": "attnscope"}
+    table = prompts.build_prompts(sample_clues, "animals-k3", spec, ["Ant", "Bee", "Fox"], tokenizer)
+    assert generation.shared_prefix_length(list(table["input_ids"])) > 20
+    clues = trained_clues(model, tokenizer, table)
+    rows = knockout.prompt_effects(model, tokenizer, table, clues, name, False, 6)
+    for (_, prompt), row, clue_ids in zip(table.iterrows(), rows.itertuples(), clues["generated_ids"]):
+        prompt_ids = [int(i) for i in prompt["input_ids"]]
+        blocker = knockout.applied(model, name, prompts.prompt_annotation(prompt), len(prompt_ids))
+        before, after = knockout.clue_logprobs(model, prompt_ids, list(clue_ids), [None, blocker])
+        np.testing.assert_allclose(
+            [row.logprob_trained, row.logprob_knockout], [before.sum(), after.sum()], atol=1e-5
+        )
+    assert rows["delta_total"].abs().max() > 1e-3  # the knockout matters, beyond the tolerance

@@ -392,6 +392,25 @@ def test_positions_before_the_first_blocked_query_are_shared(family, edges):
         assert np.abs(too_far - whole[1]).max() > 1e-3 > np.abs(shared[1] - whole[1]).max()
 
 
+def test_a_prefix_must_be_the_prompts_first_tokens_before_the_first_blocked_query(family):
+    model, tokenizer, annotation, n_prompt = family
+    ids = annotation.input_ids
+    prompt_ids, clue_ids = ids[:n_prompt], ids[n_prompt:]
+    blocker = knockout.applied(model, "knockout-target-shotwords-L0-1", annotation, n_prompt)
+    first = knockout.first_blocked_query(blocker.blocked)
+    alone = knockout.clue_logprobs(model, prompt_ids, clue_ids, [None, blocker], first)
+    prefix = knockout.prefix_cache(model, prompt_ids[:20])
+    continued = knockout.clue_logprobs(model, prompt_ids, clue_ids, [None, blocker], first, prefix)
+    np.testing.assert_allclose(continued, alone, rtol=1e-5, atol=1e-5)
+    assert len(prefix.ids) == 20  # the caller's prefix is not consumed
+    with pytest.raises(ValueError, match="not the prompt's first tokens"):
+        knockout.clue_logprobs(
+            model, prompt_ids, clue_ids, [blocker], first, knockout.prefix_cache(model, ids[1:21])
+        )
+    with pytest.raises(ValueError, match="not the prompt's first tokens"):
+        knockout.clue_logprobs(model, prompt_ids, clue_ids, [blocker], 10, prefix)
+
+
 def test_first_blocked_query_of_a_continuation_only_set_is_the_prompt_end():
     n = 6
     continuation = np.zeros(n, dtype=bool)

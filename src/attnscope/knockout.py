@@ -260,36 +260,57 @@ def first_blocked_query(blocked: BlockedEdges) -> int:
     return len(blocked.continuation) if blocked.continuation.any() else np.iinfo(np.int64).max
 
 
+def prefix_cache(model: PreTrainedModel, ids: Sequence[int]) -> generation.Prefix:
+    """``ids`` run once into a KV cache (on one torch thread), for :func:`clue_logprobs` to
+    continue from."""
+    ids = [int(i) for i in ids]
+    cache = DynamicCache(config=model.config)
+    if ids:
+        device = next(model.parameters()).device
+        with torch.inference_mode(), models.torch_threads(1):
+            model(input_ids=torch.tensor([ids], device=device), cache=cache, logits_to_keep=1)
+    return generation.Prefix(ids, cache)
+
+
 def clue_logprobs(
     model: PreTrainedModel,
     prompt_ids: Sequence[int],
     clue_ids: Sequence[int],
     knockouts: Sequence[Knockout | None],
     shared: int = 0,
+    prefix: generation.Prefix | None = None,
 ) -> list[np.ndarray]:
     """Per context of ``knockouts`` (``None``: the model unchanged), per clue token its
     log-probability under teacher forcing after ``prompt_ids`` (float64). The first ``shared``
     positions (at most the prompt's but one) run once, into a KV cache each context continues
     from: pass the first position a knockout blocks (:func:`first_blocked_query`), before which
-    it changes nothing. On one torch thread: how many threads split a matmul changes its rounding,
+    it changes nothing. ``prefix`` (:func:`prefix_cache` of the prompt's first tokens, at most
+    ``shared`` of them) is continued from instead of running them again, so prompts that begin
+    alike share it. On one torch thread: how many threads split a matmul changes its rounding,
     so a cluster job and a laptop would write different bytes."""
     if not clue_ids:
         raise ValueError("clue_logprobs: the clue has no tokens")
     ids = [int(i) for i in prompt_ids] + [int(i) for i in clue_ids]
     shared = max(0, min(shared, len(prompt_ids) - 1))
+    start = copy.deepcopy(prefix) if prefix is not None else prefix_cache(model, [])
+    done = len(start.ids)
+    if done > shared or ids[:done] != start.ids:
+        raise ValueError(
+            f"clue_logprobs: the prefix ({done} tokens) is not the prompt's first tokens before "
+            f"position {shared}"
+        )
     device = next(model.parameters()).device
     targets = torch.tensor(ids[len(prompt_ids) :], device=device)[:, None]
     out = []
     with torch.inference_mode(), models.torch_threads(1):
-        prefix = None
-        if shared:
-            prefix = DynamicCache(config=model.config)
-            model(input_ids=torch.tensor([ids[:shared]], device=device), cache=prefix, logits_to_keep=1)
+        if shared > done:
+            own = torch.tensor([ids[done:shared]], device=device)
+            model(input_ids=own, cache=start.cache, logits_to_keep=1)
         for knockout in knockouts:
             with knockout or nullcontext():
                 logits = model(
                     input_ids=torch.tensor([ids[shared:-1]], device=device),
-                    cache=copy.deepcopy(prefix),
+                    cache=copy.deepcopy(start.cache),
                     logits_to_keep=len(clue_ids),
                 ).logits[0]
             logprobs = torch.log_softmax(logits.float(), dim=-1)
@@ -318,13 +339,17 @@ def prompt_effects(
     trained = trained_clues.set_index("prompt_index")
     end_marker = prompts.table_format(prompt_table).end_marker
     rows, generations = [], []
-    for _, row in prompt_table.iterrows():
-        prompt_ids = [int(i) for i in row["input_ids"]]
+    all_ids = [[int(i) for i in ids] for ids in prompt_table["input_ids"]]
+    blockers = [
+        applied(model, parsed, prompts.prompt_annotation(row), len(ids))
+        for (_, row), ids in zip(prompt_table.iterrows(), all_ids, strict=True)
+    ]
+    firsts = [first_blocked_query(blocker.blocked) for blocker in blockers]
+    # The prompts' common tokens before every first blocked query: run once for all of them.
+    prefix = prefix_cache(model, all_ids[0][: min(generation.shared_prefix_length(all_ids), *firsts)])
+    for (_, row), prompt_ids, blocker, first in zip(prompt_table.iterrows(), all_ids, blockers, firsts):
         clue_ids = [int(i) for i in trained.loc[row["prompt_index"], "generated_ids"]]
-        blocker = applied(model, parsed, prompts.prompt_annotation(row), len(prompt_ids))
-        before, after = clue_logprobs(
-            model, prompt_ids, clue_ids, [None, blocker], shared=first_blocked_query(blocker.blocked)
-        )
+        before, after = clue_logprobs(model, prompt_ids, clue_ids, [None, blocker], first, prefix)
         rows.append(
             {"n_clue_tokens": len(clue_ids), "logprob_trained": before.sum(), "logprob_knockout": after.sum(),
              "delta_total": after.sum() - before.sum(), "delta_token": float(np.mean(after - before))}
