@@ -454,8 +454,10 @@ SECTIONS: dict[str, tuple[str, str, Callable[[Result], list[str]]]] = {
     "knockout": (
         "Knockout effects",
         "A clue's teacher-forced log-probabilities with and without a knockout on the embedded "
-        "SmolLM2, as the `knockout` rule runs them (one thread): two whole forward passes against "
-        "the positions before the first blocked query run once; routes alternating in one run.",
+        "SmolLM2 (one thread, as the `knockout` rule runs): two whole forward passes per prompt "
+        "against the positions before the first blocked query run once per prompt; routes "
+        "alternating in one run. The rule also runs the prompts' common tokens once for all "
+        "prompts, which this script does not measure yet.",
         knockout,
     ),
     "spectra": (
