@@ -21,12 +21,11 @@ from collections import defaultdict
 from pathlib import Path
 
 import torch
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import best_of, embedded_model_dir, write  # noqa: E402
+from common import animals_prompts, best_of, embedded_model_dir, write  # noqa: E402
 
-from attnscope import data, generation, models, prompts  # noqa: E402
+from attnscope import generation, models  # noqa: E402
 
 
 def call_profile(calls: list[tuple[int, int, float]], total: float) -> dict:
@@ -62,14 +61,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    config = yaml.safe_load(Path("config.yaml").read_text())
-    clues, _ = data.import_clues(config["data"]["clue_files"])
-    path = config["data"]["targets"]["Animals"]
-    targets = data.read_target_list(path, "Animals", "data.targets.Animals").words[: args.prompts]
     loaded = models.load_model(embedded_model_dir())
-    table = prompts.build_prompts(
-        clues, "animals-k3", {"category": "Animals", "k": 3, "seed": 0}, targets, loaded.tokenizer
-    )
+    _, table = animals_prompts(loaded.tokenizer, args.prompts)
     ids = list(table["input_ids"])
 
     routes = {  # batch size, shared prefix, join

@@ -18,12 +18,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import embedded_model_dir, write  # noqa: E402
+from common import animals_prompts, embedded_model_dir, write  # noqa: E402
 
-from attnscope import data, knockout, models, prompts  # noqa: E402
+from attnscope import knockout, models, prompts  # noqa: E402
 
 EDGE_SETS = ("target-shotwords", "across-shots")
 
@@ -34,14 +33,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
 
-    config = yaml.safe_load(Path("config.yaml").read_text())
-    clues, _ = data.import_clues(config["data"]["clue_files"])
-    path = config["data"]["targets"]["Animals"]
-    targets = data.read_target_list(path, "Animals", "data.targets.Animals").words[: args.prompts]
     loaded = models.load_model(embedded_model_dir())
-    table = prompts.build_prompts(
-        clues, "animals-k3", {"category": "Animals", "k": 3, "seed": 0}, targets, loaded.tokenizer
-    )
+    clues, table = animals_prompts(loaded.tokenizer, args.prompts)
     texts = clues["clue"].tolist()
     cases = []  # (edge set, prompt ids, clue ids, knockout, first blocked query)
     for edges in EDGE_SETS:

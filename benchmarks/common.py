@@ -17,7 +17,7 @@ from typing import Any
 import torch
 import yaml
 
-from attnscope import models
+from attnscope import data, models, prompts
 
 OUT = Path(__file__).resolve().parent / "out"
 LOAD_AT_START = round(os.getloadavg()[0], 2)
@@ -32,6 +32,17 @@ def embedded_model_dir(path: str | Path = "results/models/smollm2") -> Path:
     if not (path / models.MANIFEST).is_file():
         models.prepare_model("smollm2", EMBEDDED_SPEC, path)
     return path
+
+
+def animals_prompts(tokenizer: Any, n: int) -> tuple[Any, Any]:
+    """(the sample clues, the Animals k = 3 prompt table of the default config's first ``n``
+    targets), the prompts the generation and knockout benchmarks time."""
+    config = yaml.safe_load((OUT.parent.parent / "config.yaml").read_text())
+    clues, _ = data.import_clues(config["data"]["clue_files"])
+    path = config["data"]["targets"]["Animals"]
+    targets = data.read_target_list(path, "Animals", "data.targets.Animals").words[:n]
+    spec = {"category": "Animals", "k": 3, "seed": 0}
+    return clues, prompts.build_prompts(clues, "animals-k3", spec, targets, tokenizer)
 
 
 def best_of(repeats: int, fn: Callable[[], Any]) -> tuple[float, Any]:

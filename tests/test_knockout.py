@@ -399,13 +399,13 @@ def test_a_prefix_must_be_the_prompts_first_tokens_before_the_first_blocked_quer
     blocker = knockout.applied(model, "knockout-target-shotwords-L0-1", annotation, n_prompt)
     first = knockout.first_blocked_query(blocker.blocked)
     alone = knockout.clue_logprobs(model, prompt_ids, clue_ids, [None, blocker], first)
-    prefix = knockout.prefix_cache(model, prompt_ids[:20])
+    prefix = generation.prefill_prefix(model, prompt_ids[:20])
     continued = knockout.clue_logprobs(model, prompt_ids, clue_ids, [None, blocker], first, prefix)
     np.testing.assert_allclose(continued, alone, rtol=1e-5, atol=1e-5)
-    assert len(prefix.ids) == 20  # the caller's prefix is not consumed
+    assert prefix.cache.get_seq_length() == 20  # the caller's cache is copied, not extended
     with pytest.raises(ValueError, match="not the prompt's first tokens"):
         knockout.clue_logprobs(
-            model, prompt_ids, clue_ids, [blocker], first, knockout.prefix_cache(model, ids[1:21])
+            model, prompt_ids, clue_ids, [blocker], first, generation.prefill_prefix(model, ids[1:21])
         )
     with pytest.raises(ValueError, match="not the prompt's first tokens"):
         knockout.clue_logprobs(model, prompt_ids, clue_ids, [blocker], 10, prefix)

@@ -260,18 +260,6 @@ def first_blocked_query(blocked: BlockedEdges) -> int:
     return len(blocked.continuation) if blocked.continuation.any() else np.iinfo(np.int64).max
 
 
-def prefix_cache(model: PreTrainedModel, ids: Sequence[int]) -> generation.Prefix:
-    """``ids`` run once into a KV cache (on one torch thread), for :func:`clue_logprobs` to
-    continue from."""
-    ids = [int(i) for i in ids]
-    cache = DynamicCache(config=model.config)
-    if ids:
-        device = next(model.parameters()).device
-        with torch.inference_mode(), models.torch_threads(1):
-            model(input_ids=torch.tensor([ids], device=device), cache=cache, logits_to_keep=1)
-    return generation.Prefix(ids, cache)
-
-
 def clue_logprobs(
     model: PreTrainedModel,
     prompt_ids: Sequence[int],
@@ -284,17 +272,19 @@ def clue_logprobs(
     log-probability under teacher forcing after ``prompt_ids`` (float64). The first ``shared``
     positions (at most the prompt's but one) run once, into a KV cache each context continues
     from: pass the first position a knockout blocks (:func:`first_blocked_query`), before which
-    it changes nothing. ``prefix`` (:func:`prefix_cache` of the prompt's first tokens, at most
-    ``shared`` of them) is continued from instead of running them again, so prompts that begin
-    alike share it. On one torch thread: how many threads split a matmul changes its rounding,
-    so a cluster job and a laptop would write different bytes."""
+    it changes nothing. ``prefix`` (:func:`attnscope.generation.prefill_prefix` of the prompt's
+    first tokens, at most ``shared`` of them, run on one thread) is continued from instead of
+    running them again, so prompts that begin alike share it. On one torch thread: how many
+    threads split a matmul changes its rounding, so a cluster job and a laptop would write
+    different bytes."""
     if not clue_ids:
         raise ValueError("clue_logprobs: the clue has no tokens")
     ids = [int(i) for i in prompt_ids] + [int(i) for i in clue_ids]
     shared = max(0, min(shared, len(prompt_ids) - 1))
-    start = copy.deepcopy(prefix) if prefix is not None else prefix_cache(model, [])
-    done = len(start.ids)
-    if done > shared or ids[:done] != start.ids:
+    cached = prefix.ids if prefix is not None else []
+    cache = copy.deepcopy(prefix.cache) if prefix is not None else DynamicCache()
+    done = len(cached)
+    if done > shared or ids[:done] != cached:
         raise ValueError(
             f"clue_logprobs: the prefix ({done} tokens) is not the prompt's first tokens before "
             f"position {shared}"
@@ -305,12 +295,12 @@ def clue_logprobs(
     with torch.inference_mode(), models.torch_threads(1):
         if shared > done:
             own = torch.tensor([ids[done:shared]], device=device)
-            model(input_ids=own, cache=start.cache, logits_to_keep=1)
+            model(input_ids=own, cache=cache, logits_to_keep=1)
         for knockout in knockouts:
             with knockout or nullcontext():
                 logits = model(
                     input_ids=torch.tensor([ids[shared:-1]], device=device),
-                    cache=copy.deepcopy(start.cache),
+                    cache=copy.deepcopy(cache),
                     logits_to_keep=len(clue_ids),
                 ).logits[0]
             logprobs = torch.log_softmax(logits.float(), dim=-1)
@@ -346,7 +336,10 @@ def prompt_effects(
     ]
     firsts = [first_blocked_query(blocker.blocked) for blocker in blockers]
     # The prompts' common tokens before every first blocked query: run once for all of them.
-    prefix = prefix_cache(model, all_ids[0][: min(generation.shared_prefix_length(all_ids), *firsts)])
+    with models.torch_threads(1):
+        prefix = generation.prefill_prefix(
+            model, all_ids[0][: min(generation.shared_prefix_length(all_ids), *firsts)]
+        )
     for (_, row), prompt_ids, blocker, first in zip(prompt_table.iterrows(), all_ids, blockers, firsts):
         clue_ids = [int(i) for i in trained.loc[row["prompt_index"], "generated_ids"]]
         before, after = clue_logprobs(model, prompt_ids, clue_ids, [None, blocker], first, prefix)
