@@ -72,6 +72,18 @@ def rollout_rows(head_mean: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return out
 
 
+def extend_rollout(head_mean: np.ndarray, rollout: np.ndarray | None = None) -> np.ndarray:
+    """The rollout [query, key] through the layers of ``head_mean`` [layer, query, key] that follow
+    ``rollout`` (the rollout through the layers before them; None: no layer before, the identity):
+    Ã_last ⋯ Ã_first · ``rollout`` of :func:`residual_matrices`, float64. Whole matrices, for the
+    explorer's maps, which step it a layer at a time."""
+    mixed = residual_matrices(head_mean)
+    out = np.eye(mixed.shape[-1]) if rollout is None else np.asarray(rollout, dtype=np.float64)
+    for matrix in mixed:
+        out = matrix @ out
+    return out
+
+
 def token_sources(token_segment: Sequence[str], token_shot: Sequence[int]) -> list[tuple[str, int]]:
     """Each token's source (kind, shot): the first token is the sink, shot words and shot clues
     keep their shot, the rest their segment with shot 0."""

@@ -6,15 +6,21 @@ holds it (plus the shard's index); a :class:`CountingStore` counts those reads f
 ``/api/stats`` and turns a chunk that is not there into an error, never zarr's fill value.
 Metadata (the stores' ``zarr.json``) is read once and cached. Nothing is written: the stores
 are opened read-only.
+
+Each map is of a kind (:data:`KINDS`): the attention weights, the value-weighted maps (arrays that
+stores written before them lack: the kind is then unavailable for that store, and said so), or
+the attention rollout, computed here from the head-mean maps (:mod:`attnscope.rollout`). A head's
+row of the head table and its head-type scores are read from the heads jobs' Parquet files.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import threading
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -22,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import zarr
 import zarr.storage
 from zarr.abc.store import SuffixByteRequest
@@ -29,7 +36,9 @@ from zarr.abc.store import SuffixByteRequest
 from attnscope import mapdata, paths
 from attnscope.chunks import METADATA_KEYS, MissingChunkError, StrictStore, check_chunks
 from attnscope.mapview import ATTENTION_CMAP, BOUNDARY_COLOR, COSINE_CMAP, MASK_COLOR, MapAxis
+from attnscope.rollout import extend_rollout
 from attnscope.store import GENERATED, HEAD_MEAN, STORE_VERSION
+from attnscope.zarrwrite import ZARR_JSON
 
 log = logging.getLogger("attnscope")
 
@@ -44,15 +53,38 @@ LEVELS = ("token", "word", "word_mean", "thesis_word", "cosine")
 """Map levels: tokens (``attn``/``head_mean``), words summed over subword pairs (``word_attn_sum``),
 words averaged over the query word's tokens (``word_attn_mean_query``), the thesis's words
 (``thesis_word_attn_sum``), and the input-embedding cosine."""
+KINDS = ("weights", "value", "rollout")
+"""Map kinds: the attention weights; the value-weighted maps (α_ij·‖W_O,h W_V,h x_j‖ summed over
+the heads, rows normalised); the attention rollout with the residual of the head-mean maps."""
+KIND_NAMES = {"weights": "attention weights", "value": "value-weighted maps", "rollout": "attention rollout"}
+TOKEN_ARRAYS = {"weights": ("head_mean", "attn"), "value": ("value_head_mean", "value_attn")}
+"""The stored token maps of a kind: (head mean [layer, query, key], heads [layer, head, query, key])."""
+HEAD_ARRAYS = frozenset(heads for _, heads in TOKEN_ARRAYS.values())
+"""The per-head arrays: only the prompts in ``keep_heads`` have them."""
 WORD_ARRAYS = {
-    "word": "word_attn_sum",
-    "word_mean": "word_attn_mean_query",
-    "thesis_word": "thesis_word_attn_sum",
+    "weights": {
+        "word": "word_attn_sum",
+        "word_mean": "word_attn_mean_query",
+        "thesis_word": "thesis_word_attn_sum",
+    },
+    "value": {"word": "value_word_attn_sum"},
+    "rollout": {},
 }
+"""The stored word maps of each kind; its other word levels are its token map pooled (:func:`pool_words`)."""
+METRIC_ARRAYS = {"weights": "metrics", "value": "value_metrics"}
+"""The per-layer metrics [layer, map, metric] of each kind that stores them (not the rollout)."""
+VALUE_ARRAYS = ("value_head_mean", "value_word_attn_sum", "value_metrics")
+"""The value-weighted arrays of every prompt group of a store that has the kind (and ``value_attn``
+in the prompts that keep heads)."""
+ROLLOUT_CACHE_BYTES = 256 << 20
+"""The rollout products kept for reuse, all stores and prompts together (least recently used dropped)."""
+HEAD_FILES = {"table": paths.HEAD_TABLE, "types": paths.HEAD_TYPES}
+"""The heads jobs' tables of a model × variant: one row per layer × head."""
 
 GROUP_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """A prompt group's name in a store's ``prompts`` attribute (``"000"``...): a plain key, never a path."""
 RERUN = "delete the store and rerun its extract_attention job (`snakemake --cores 2 attention`)"
+HEADS_JOB = "the heads jobs write it (`snakemake --cores 2 heads`) for the variants of spectra.variants"
 
 
 class ExplorerError(Exception):
@@ -101,6 +133,82 @@ class CountingStore(StrictStore):
         return self.strict(key, byte_range, value)
 
 
+class ByteLRU:
+    """A thread-safe least-recently-used cache of arrays bounded by their bytes (``functools.lru_cache``
+    bounds the number of entries only). Cached arrays are made read-only."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes, self.nbytes = max_bytes, 0
+        self.items: OrderedDict[Any, np.ndarray] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: Any) -> np.ndarray | None:
+        with self.lock:
+            value = self.items.get(key)
+            if value is not None:
+                self.items.move_to_end(key)
+            return value
+
+    def put(self, key: Any, value: np.ndarray) -> None:
+        if value.nbytes > self.max_bytes:
+            return
+        value.flags.writeable = False
+        with self.lock:
+            old = self.items.pop(key, None)
+            self.nbytes += value.nbytes - (0 if old is None else old.nbytes)
+            self.items[key] = value
+            while self.nbytes > self.max_bytes:
+                self.nbytes -= self.items.popitem(last=False)[1].nbytes
+
+
+def word_membership(attrs: dict[str, Any], level: str) -> np.ndarray:
+    """The [token, word] 0/1 matrix of a word level's words from a prompt group's attributes: the
+    map words (``map_words``) or the thesis's words; numpy twin of the capture's
+    ``attention.word_membership`` and ``thesis_membership`` (torch-bound), tested against the stored maps."""
+    if level == "thesis_word":
+        token_word, words = attrs["thesis_token_word"], np.arange(len(attrs["thesis_words"]))
+    else:
+        token_word, words = attrs["token_word"], attrs["map_words"]
+    return (np.asarray(token_word)[:, None] == np.asarray(words)[None, :]).astype(np.float64)
+
+
+def pool_words(values: np.ndarray, membership: np.ndarray, mean_query: bool) -> np.ndarray:
+    """A map [query, key] over all tokens as a word map [query_word, key_word]: summed over the
+    subword pairs of two words (``word_attn_sum``), or with ``mean_query`` averaged over the query
+    word's subwords (``word_attn_mean_query``), as ``attention.word_maps`` pools the stored maps."""
+    summed = membership.T @ values @ membership
+    if not mean_query:
+        return summed
+    counts = membership.sum(axis=0)[:, None]
+    return np.divide(summed, counts, out=np.zeros_like(summed), where=counts > 0)
+
+
+def value_reason(path: Path, groups: list[str]) -> str | None:
+    """Why the store at ``path`` has no value-weighted maps (None: every prompt group holds
+    :data:`VALUE_ARRAYS`); stores written before those arrays were added have none."""
+    missing = [
+        f"{group}/{name}"
+        for group in groups
+        for name in VALUE_ARRAYS
+        if not (path / group / name / ZARR_JSON).is_file()
+    ]
+    if not missing:
+        return None
+    if len(missing) == len(groups) * len(VALUE_ARRAYS):
+        return (
+            f"the store has no value-weighted arrays ({', '.join(VALUE_ARRAYS)}): it was written before "
+            "they were added; rerun its extract_attention job for them"
+        )
+    more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+    return f"value-weighted arrays missing: {', '.join(missing[:3])}{more}; {RERUN}"
+
+
+def _json_value(value: Any) -> Any:
+    """A table cell as JSON: numpy scalars as Python's, NaN and infinities as null."""
+    value = value.item() if isinstance(value, np.generic) else value
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
 def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
@@ -147,6 +255,8 @@ class StoreEntry:
     root: zarr.Group
     arrays: dict[tuple[str, str], zarr.Array] = field(default_factory=dict)
     prompts: dict[str, mapdata.PromptMaps] = field(default_factory=dict)
+    missing_kinds: dict[str, str] = field(default_factory=dict)
+    """The kinds of :data:`KINDS` the store cannot give, with the reason."""
 
     def summary(self) -> dict[str, Any]:
         """The store as the index lists it."""
@@ -161,7 +271,17 @@ class StoreEntry:
             "prompts": self.attrs["prompts"],
             "k": self.attrs.get("k"),
             "category": self.attrs.get("category"),
+            "kinds": [kind for kind in KINDS if kind not in self.missing_kinds],
+            "kinds_unavailable": self.missing_kinds,
         }
+
+    def check_kind(self, kind: str) -> None:
+        """Raise :class:`BadRequest` for a kind not in :data:`KINDS`, :class:`NotFound` with the reason
+        for one this store cannot give."""
+        if kind not in KINDS:
+            raise BadRequest(f"kind={kind!r} unknown; valid: {', '.join(KINDS)}")
+        if kind in self.missing_kinds:
+            raise NotFound(f"{self.id}: {KIND_NAMES[kind]} not available: {self.missing_kinds[kind]}")
 
     def check_range(self, name: str, value: int, top: int, head_mean: bool = False) -> None:
         """Raise :class:`BadRequest` naming ``name`` and its range unless ``0 <= value < top``
@@ -192,6 +312,8 @@ class StoreReader:
         self.problems: list[str] = []
         self.unavailable: list[dict[str, str]] = []
         self.stores: dict[str, StoreEntry] = {}
+        self.rollouts = ByteLRU(ROLLOUT_CACHE_BYTES)
+        self.tables: dict[Path, tuple[tuple[int, int], pd.DataFrame]] = {}
         self._scan()
 
     def _problem(self, text: str) -> None:
@@ -220,7 +342,11 @@ class StoreReader:
             self._skip(path, reason)
             return None
         experiment, variant, model = path.stem, path.parent.name, path.parent.parent.name
-        return StoreEntry(f"{model}/{variant}/{experiment}", path, model, variant, experiment, attrs, root)
+        entry = StoreEntry(f"{model}/{variant}/{experiment}", path, model, variant, experiment, attrs, root)
+        reason = value_reason(path, [prompt["group"] for prompt in attrs["prompts"]])
+        if reason is not None:
+            entry.missing_kinds["value"] = reason
+        return entry
 
     def _scan(self) -> None:
         if not (self.results / "attention").is_dir():
@@ -244,8 +370,8 @@ class StoreReader:
             )
 
     def index(self) -> dict[str, Any]:
-        """The stores, their prompts (group, prompt id, target), layers, heads and metrics; the
-        store version read; the problems found and the stores left out; the colour-scale defaults."""
+        """The stores, their prompts (group, prompt id, target), layers, heads, metrics and map kinds;
+        the store version read; the problems found and the stores left out; the colour-scale defaults."""
         return {
             "store_version": STORE_VERSION,
             "results": str(self.results),
@@ -253,6 +379,7 @@ class StoreReader:
             "unavailable": self.unavailable,
             "stores": [entry.summary() for entry in self.stores.values()],
             "levels": list(LEVELS),
+            "kinds": list(KINDS),
             "color_max": self.color_max,
             "head_mean": HEAD_MEAN,
             "colors": colors(),
@@ -298,7 +425,7 @@ class StoreReader:
             array = entry.arrays.get(key)
         if array is None:
             prompt = self._prompt(entry, group)
-            if name == "attn" and not prompt.group.attrs.get("keep_heads"):
+            if name in HEAD_ARRAYS and not prompt.group.attrs.get("keep_heads"):
                 raise NotFound(f"{entry.id}/{group}: no array {name!r} (the prompt keeps no heads)")
             array = self._checked(entry, group, name, lambda: prompt.group[name])
             self._checked(entry, group, name, lambda: check_chunks(array, entry.path / group / name))
@@ -346,33 +473,75 @@ class StoreReader:
             "token_index": maps.token_index.tolist(),
         }
 
-    def map(self, store_id: str, group: str, level: str, layer: int, head: int) -> np.ndarray:
-        """One map [query, key] as float32: the stored values over the level's axis (token maps
-        over the figures' plotted tokens)."""
+    def map(
+        self, store_id: str, group: str, level: str, layer: int, head: int, kind: str = "weights"
+    ) -> np.ndarray:
+        """One map [query, key] of ``kind`` as float32: the stored values over the level's axis (token
+        maps over the figures' plotted tokens); a word level the kind does not store is its token
+        map (head mean) pooled as the stored word maps are (:func:`pool_words`)."""
         entry = self._store(store_id)
         if level not in LEVELS:
             raise BadRequest(f"level={level!r} unknown; valid: {', '.join(LEVELS)}")
         entry.check_range("layer", layer, entry.attrs["num_layers"])
         entry.check_range("head", head, entry.attrs["num_heads"], head_mean=True)
-        keep = self._prompt(entry, group).token_index
+        entry.check_kind(kind)
+        maps = self._prompt(entry, group)
+        keep = maps.token_index
         if level == "cosine":
+            if kind != "weights":
+                raise BadRequest(f"kind={kind}: the input-embedding cosine (level=cosine) has no kinds")
             values = self._read(entry, group, "cosine", ...)[np.ix_(keep, keep)]
-        elif level == "token" and head == HEAD_MEAN:
-            values = self._read(entry, group, "head_mean", layer)[np.ix_(keep, keep)]
+        elif kind == "rollout" and head != HEAD_MEAN:
+            raise BadRequest(f"head={head}: the rollout is of the head-mean maps only ({HEAD_MEAN})")
         elif level == "token":
-            values = self._read(entry, group, "attn", (layer, head))[np.ix_(keep, keep)]
+            values = self._token_map(entry, group, kind, layer, head)[np.ix_(keep, keep)]
         elif head != HEAD_MEAN:
             raise BadRequest(f"head={head}: word-level maps are stored for the head mean only ({HEAD_MEAN})")
+        elif level in WORD_ARRAYS[kind]:
+            values = self._read(entry, group, WORD_ARRAYS[kind][level], layer)
         else:
-            values = self._read(entry, group, WORD_ARRAYS[level], layer)
+            membership = word_membership(maps.group.attrs, level)
+            token_map = self._token_map(entry, group, kind, layer, HEAD_MEAN)
+            values = pool_words(token_map, membership, mean_query=level == "word_mean")
         return np.ascontiguousarray(values, dtype="<f4")
 
+    def _token_map(self, entry: StoreEntry, group: str, kind: str, layer: int, head: int) -> np.ndarray:
+        """A map [query, key] of ``kind`` over all the prompt's tokens (``head`` or the head mean)."""
+        if kind == "rollout":
+            return self._rollout(entry, group, layer)
+        mean, heads = TOKEN_ARRAYS[kind]
+        if head == HEAD_MEAN:
+            return self._read(entry, group, mean, layer)
+        return self._read(entry, group, heads, (layer, head))
+
+    def _rollout(self, entry: StoreEntry, group: str, layer: int) -> np.ndarray:
+        """The rollout R_layer [query, key] of a prompt over all its tokens (float64), continued from
+        the deepest cached layer at or below ``layer``: reads the head-mean chunks of the layers after
+        it, one at a time, and caches each layer's product."""
+        start, product = -1, None
+        for cached in range(layer, -1, -1):
+            product = self.rollouts.get((entry.id, group, cached))
+            if product is not None:
+                start = cached
+                break
+        for step in range(start + 1, layer + 1):
+            product = extend_rollout(self._read(entry, group, "head_mean", step)[None], product)
+            self.rollouts.put((entry.id, group, step), product)
+        return product
+
     def difference(
-        self, store_id: str, base_id: str, group: str, level: str, layer: int, head: int
+        self,
+        store_id: str,
+        base_id: str,
+        group: str,
+        level: str,
+        layer: int,
+        head: int,
+        kind: str = "weights",
     ) -> tuple[np.ndarray, int]:
-        """``store_id``'s map minus ``base_id``'s over the positions both prompts share (the prompt
-        before the generated clue, which differs between variants); returns (map, size)."""
-        maps = [self.map(s, group, level, layer, head) for s in (store_id, base_id)]
+        """``store_id``'s map of ``kind`` minus ``base_id``'s over the positions both prompts share
+        (the prompt before the generated clue, which differs between variants); returns (map, size)."""
+        maps = [self.map(s, group, level, layer, head, kind) for s in (store_id, base_id)]
         axes = [self.prompt(s, group)["axes"][level] for s in (store_id, base_id)]
         shared = [sum(1 for s in axis["segment"] if s != GENERATED) for axis in axes]
         if shared[0] != shared[1] or axes[0]["labels"][: shared[0]] != axes[1]["labels"][: shared[1]]:
@@ -380,17 +549,68 @@ class StoreReader:
         n = shared[0]
         return np.ascontiguousarray(maps[0][:n, :n] - maps[1][:n, :n]), n
 
-    def metrics(self, store_id: str, group: str, head: int) -> dict[str, Any]:
-        """The per-layer metric curves of one prompt's map (``head`` or the head mean)."""
+    def metrics(self, store_id: str, group: str, head: int, kind: str = "weights") -> dict[str, Any]:
+        """The per-layer metric curves of one prompt's map of ``kind`` (``head`` or the head mean)."""
         entry = self._store(store_id)
         num_heads = entry.attrs["num_heads"]
         entry.check_range("head", head, num_heads, head_mean=True)
+        entry.check_kind(kind)
+        if kind not in METRIC_ARRAYS:
+            valid = ", ".join(METRIC_ARRAYS)
+            raise BadRequest(f"kind={kind}: no stored metrics (computed on demand); valid: {valid}")
         column = num_heads if head == HEAD_MEAN else head
-        values = self._read(entry, group, "metrics", (slice(None), column, slice(None))).astype(float)
+        selection = (slice(None), column, slice(None))
+        values = self._read(entry, group, METRIC_ARRAYS[kind], selection).astype(float)
         return {
+            "kind": kind,
             "metrics": list(entry.attrs["metrics"]),
             "values": [[None if np.isnan(v) else float(v) for v in row] for row in values],
         }
+
+    def head(self, store_id: str, layer: int, head: int) -> dict[str, Any]:
+        """One head's row of the store's model × variant head table (``table``) and head types
+        (``types``): each its file's ``path``, the ``row`` (column: value; None where the file or
+        the row is absent) and a ``note`` saying what is absent."""
+        entry = self._store(store_id)
+        entry.check_range("layer", layer, entry.attrs["num_layers"])
+        entry.check_range("head", head, entry.attrs["num_heads"])
+        answer: dict[str, Any] = {"store": store_id, "layer": layer, "head": head}
+        for name, pattern in HEAD_FILES.items():
+            relative = pattern.removeprefix(f"{paths.RESULTS}/")
+            path = self.results / relative.format(model=entry.model, variant=entry.variant)
+            answer[name] = self._head_row(path, layer, head)
+        return answer
+
+    def _head_row(self, path: Path, layer: int, head: int) -> dict[str, Any]:
+        """A head's row of the table at ``path``: ``path``, ``row`` and ``note`` of :meth:`head`."""
+        table = self._table(path)
+        if table is None:
+            return {"path": str(path), "row": None, "note": f"no file {path}; {HEADS_JOB}"}
+        rows = table[(table["layer"] == layer) & (table["head"] == head)]
+        if rows.empty:
+            return {"path": str(path), "row": None, "note": f"{path}: no row for layer {layer}, head {head}"}
+        row = {column: _json_value(value) for column, value in rows.iloc[0].items()}
+        return {"path": str(path), "row": row, "note": None}
+
+    def _table(self, path: Path) -> pd.DataFrame | None:
+        """The Parquet table at ``path`` (None: no such file), cached until the file changes."""
+        if not path.is_file():
+            return None
+        stat = path.stat()
+        signature = (stat.st_mtime_ns, stat.st_size)
+        with self.lock:
+            cached = self.tables.get(path)
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+        try:
+            table = pd.read_parquet(path)
+        except Exception as err:  # pyarrow raises many types on a damaged file
+            raise StoreError(f"{path}: unreadable Parquet ({type(err).__name__}); {HEADS_JOB}") from err
+        if not {"layer", "head"} <= set(table.columns):
+            raise StoreError(f"{path}: no columns 'layer' and 'head'; {HEADS_JOB}")
+        with self.lock:
+            self.tables[path] = (signature, table)
+        return table
 
 
 @cache

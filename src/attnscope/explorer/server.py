@@ -72,8 +72,10 @@ def query_int(query: dict[str, str], name: str, default: int | None = None) -> i
     return int(text)
 
 
-def query_str(query: dict[str, str], name: str) -> str:
-    """The required text parameter ``name`` of a query."""
+def query_str(query: dict[str, str], name: str, default: str | None = None) -> str:
+    """The text parameter ``name`` of a query (``default`` when absent and not None)."""
+    if name not in query and default is not None:
+        return default
     if name not in query:
         raise BadRequest(f"missing parameter {name!r}")
     return query[name]
@@ -164,10 +166,14 @@ def make_handler(reader: StoreReader, allowed_hosts: frozenset[str] = LOOPBACK_N
                 self._json(reader.prompt(query_str(q, "store"), query_str(q, "group")))
             elif path == "/api/metrics":
                 store, group = query_str(q, "store"), query_str(q, "group")
-                self._json(reader.metrics(store, group, query_int(q, "head", HEAD_MEAN)))
+                head, kind = query_int(q, "head", HEAD_MEAN), query_str(q, "kind", "weights")
+                self._json(reader.metrics(store, group, head, kind))
+            elif path == "/api/head":
+                self._json(reader.head(query_str(q, "store"), query_int(q, "layer"), query_int(q, "head")))
             elif path == "/api/map":
                 store, group, level = (query_str(q, name) for name in ("store", "group", "level"))
-                args = (group, level, query_int(q, "layer"), query_int(q, "head", HEAD_MEAN))
+                layer, head = query_int(q, "layer"), query_int(q, "head", HEAD_MEAN)
+                args = (group, level, layer, head, query_str(q, "kind", "weights"))
                 if q.get("minus"):
                     values, _ = reader.difference(store, q["minus"], *args)
                 else:

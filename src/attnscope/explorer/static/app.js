@@ -3,7 +3,15 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { index: null, prompts: new Map(), cosine: new Map(), curves: new Map(), renders: 0, timings: [] };
+const state = {
+  index: null,
+  prompts: new Map(),
+  cosine: new Map(),
+  curves: new Map(),
+  heads: new Map(),
+  renders: 0,
+  timings: [],
+};
 
 // Every parameter is URL-encoded (URLSearchParams): store ids and groups may hold "&", "#", "+".
 const apiURL = (path, params) => path + "?" + new URLSearchParams(params);
@@ -58,6 +66,8 @@ function baseStore() {
 function storeById(id) {
   return state.index.stores.find((s) => s.id === id);
 }
+
+const hasKind = (id, kind) => storeById(id).kinds.includes(kind);
 
 function onModel() {
   fill($("experiment"), unique(storesOf($("model").value).map((s) => s.experiment)).map((e) => [e, e]), true);
@@ -137,7 +147,16 @@ function ticks(ctx, labels, count, cell, place) {
   for (let i = 0; i < count; i += step) place(String(labels[i] ?? i).slice(0, 12), i);
 }
 
+function notice(div, title, text) {
+  // a panel without a map: what is not available and why (never a map of zeros)
+  div.replaceChildren(Object.assign(document.createElement("p"), { className: "notice", textContent: `${title}: ${text}` }));
+  div.explorer = null;
+  Object.assign(div.dataset, { title, notice: text });
+}
+
 function heatmap(div, title, map, axis, scale) {
+  div.querySelector(".notice")?.remove();
+  delete div.dataset.notice;
   let canvas = div.querySelector("canvas");
   if (!canvas) {
     div.append((canvas = document.createElement("canvas")));
@@ -200,6 +219,7 @@ function heatmap(div, title, map, axis, scale) {
   ctx.textAlign = "center";
   ctx.fillText(title, box.x0 + side / 2, MARGIN.top / 2);
   div.explorer = { map, axis, box, scale };
+  div.dataset.title = title;
 }
 
 function cellAt(div, event) {
@@ -260,7 +280,7 @@ function onClick(div, q) {
     return span;
   });
   const heading = document.createElement("div");
-  heading.textContent = `${div.dataset.panel}, query ${q} ${JSON.stringify(axis.labels[q])}: its attention over the prompt`;
+  heading.textContent = `${div.dataset.title}, query ${q} ${JSON.stringify(axis.labels[q])}: its row over the prompt`;
   $("textview").replaceChildren(heading, ...spans);
 }
 
@@ -285,11 +305,11 @@ function cached(cache, key, load) {
   return cache.get(key);
 }
 
-function drawCurves(curves, head) {
+function drawCurves(curves, head, what) {
   const layer = Number($("layer").value);
   const div = $("curves");
   const marker = [{ type: "line", x0: layer, x1: layer, yref: "paper", y0: 0, y1: 1, line: { color: "#888", dash: "dot" } }];
-  if (div.curves === curves) return Plotly.relayout(div, { shapes: marker }); // a layer switch: the line only
+  if (div.curves === curves && div.dataset.title === what) return Plotly.relayout(div, { shapes: marker }); // a layer switch: the line only
   const layers = curves.values.map((_, l) => l);
   const traces = curves.metrics.map((name, i) => ({
     type: "scatter",
@@ -301,13 +321,14 @@ function drawCurves(curves, head) {
   }));
   const existed = div.classList.contains("js-plotly-plot");
   Plotly.react(div, traces, {
-    title: { text: `metrics per layer (${head < 0 ? "head mean" : "head " + head}); click a layer`, font: { size: 12 } },
+    title: { text: `metrics per layer: ${what}, ${head < 0 ? "head mean" : "head " + head}; click a layer`, font: { size: 12 } },
     margin: { l: 40, r: 10, t: 30, b: 40 },
     xaxis: { title: "layer" },
     shapes: marker,
     legend: { font: { size: 9 } },
   }, { displaylogo: false, displayModeBar: false });
   div.curves = curves;
+  div.dataset.title = what;
   if (!existed) {
     div.on("plotly_click", (event) => {
       $("layer").value = String(event.points[0].x);
@@ -316,46 +337,91 @@ function drawCurves(curves, head) {
   }
 }
 
+function headBlock(answer) {
+  // a head's type scores and its row of the head table, each as its file has it, or what is absent
+  const format = (v) => (typeof v === "number" && !Number.isInteger(v) ? v.toPrecision(4) : String(v ?? "–"));
+  const block = document.createElement("div");
+  block.className = "head";
+  block.dataset.store = answer.store;
+  const title = document.createElement("h3");
+  title.textContent = `${storeById(answer.store).variant}: layer ${answer.layer}, head ${answer.head}`;
+  const types = document.createElement("p");
+  types.className = "types";
+  const scores = Object.entries(answer.types.row ?? {}).filter(([k]) => !["layer", "head", "head_type"].includes(k));
+  types.textContent = answer.types.row
+    ? `head type: ${answer.types.row.head_type}; ` + scores.map(([k, v]) => `${k} ${format(v)}`).join(", ")
+    : answer.types.note;
+  block.append(title, types);
+  if (!answer.table.row) {
+    block.append(Object.assign(document.createElement("p"), { className: "table", textContent: answer.table.note }));
+    return block;
+  }
+  const table = document.createElement("table");
+  table.className = "table";
+  for (const [column, value] of Object.entries(answer.table.row)) {
+    const row = table.insertRow();
+    row.insertCell().textContent = column;
+    Object.assign(row.insertCell(), { className: "value", textContent: format(value) });
+  }
+  block.append(table);
+  return block;
+}
+
 async function render() {
   const started = performance.now();
   const stores = selectedStores();
   const group = $("prompt").value;
   const layer = Number($("layer").value);
   const level = $("level").value;
-  const head = level === "token" ? Number($("head").value) : state.index.head_mean;
-  $("head").disabled = level !== "token";
+  const kind = $("kind").value;
+  const kindName = $("kind").selectedOptions[0].textContent;
+  const perHead = level === "token" && kind !== "rollout"; // word maps and the rollout: head mean only
+  const head = perHead ? Number($("head").value) : state.index.head_mean;
+  $("head").disabled = !perHead;
   const diff = $("diff").checked;
   const base = baseStore();
   try {
-    // the side panels of the first variant (cosine: one per prompt; curves: one per head), meanwhile
+    // the side panels of the first variant (cosine: one per prompt; curves: one per head and kind), meanwhile
     const first = stores[0];
+    const curvesKind = kind === "value" && first && hasKind(first, "value") ? "value" : "weights";
     const side = first
       ? Promise.all([
           cached(state.cosine, first + "|" + group, () =>
             getMap({ store: first, group, level: "cosine", layer: 0, head: state.index.head_mean })
           ),
-          cached(state.curves, `${first}|${group}|${head}`, () =>
-            getJSON(apiURL("/api/metrics", { store: first, group, head }))
+          cached(state.curves, `${first}|${group}|${head}|${curvesKind}`, () =>
+            getJSON(apiURL("/api/metrics", { store: first, group, head, kind: curvesKind }))
           ),
           prompt(first, group),
         ])
       : null;
     side?.catch(() => {}); // reported below, once the maps are drawn
+    // a head's row of each variant's head table (a head, not the head mean)
+    const heads = head >= 0
+      ? Promise.all(stores.map((store) =>
+          cached(state.heads, `${store}|${layer}|${head}`, () => getJSON(apiURL("/api/head", { store, layer, head })))
+        ))
+      : null;
+    heads?.catch(() => {});
     const panels = await Promise.all(
       stores.map(async (store) => {
         const minus = diff && base && store !== base ? base : "";
-        const params = { store, group, level, layer, head, minus };
+        const lacking = [store, minus].find((id) => id && !hasKind(id, kind));
+        if (lacking) return { store, minus, lacking: storeById(lacking) };
+        const params = { store, group, level, layer, head, minus, kind };
         const [map, labels] = await Promise.all([getMap(params), prompt(store, group)]);
         return { store, minus, map, axis: labels.axes[level], labels };
       })
     );
     const level_ = level === "token" ? "token" : "word";
     const typed = Number.parseFloat($("cmax").value);
-    const fixed = Number.isFinite(typed) ? typed : state.index.color_max[level_];
-    const plain = panels.filter((p) => !p.minus);
+    // the command's colour tops are the attention weights' scale; the rollout (its residual diagonal) gets its own
+    const fixed = Number.isFinite(typed) ? typed : kind === "rollout" ? null : state.index.color_max[level_];
+    const drawn = panels.filter((p) => p.map);
+    const plain = drawn.filter((p) => !p.minus);
     const top = fixed ?? Math.max(...plain.map((p) => p.map.data.reduce((a, b) => Math.max(a, b), 0)), 1e-9);
     const spread = Math.max(
-      ...panels.filter((p) => p.minus).map((p) => p.map.data.reduce((a, b) => Math.max(a, Math.abs(b)), 0)),
+      ...drawn.filter((p) => p.minus).map((p) => p.map.data.reduce((a, b) => Math.max(a, Math.abs(b)), 0)),
       1e-9
     );
     panels.forEach((p, i) => {
@@ -363,13 +429,20 @@ async function render() {
       const variant = storeById(p.store).variant;
       div.dataset.panel = p.minus ? `${variant}-minus-trained` : variant;
       div.dataset.store = p.store;
+      div.dataset.kind = kind;
+      const what = p.minus ? `${variant} − trained` : variant;
+      const title = `${what}, ${kindName}, layer ${layer}, ${head < 0 ? "head mean" : "head " + head}`;
+      if (p.lacking) {
+        const reason = p.lacking.kinds_unavailable[kind];
+        return notice(div, title, `${kindName} not available for ${p.lacking.id}: ${reason}`);
+      }
       const scale = p.minus
         ? colorScale(-spread, spread, "diverging", true)
         : colorScale(0, top, "attention", true);
-      const what = p.minus ? `${variant} − trained` : variant;
-      heatmap(div, `${what}, layer ${layer}, ${head < 0 ? "head mean" : "head " + head}`, p.map, p.axis, scale);
+      heatmap(div, title, p.map, p.axis, scale);
     });
     while ($("maps").children.length > panels.length) $("maps").lastChild.remove();
+    $("heads").replaceChildren(...(heads ? (await heads).map(headBlock) : []));
     if (side) {
       const [cosineMap, curves, labels] = await side;
       if ($("cosine").explorer?.map !== cosineMap) {
@@ -377,7 +450,8 @@ async function render() {
         const cosine = colorScale(-1, 1, "diverging", false);
         heatmap($("cosine"), "input-embedding cosine", cosineMap, labels.axes.cosine, cosine);
       }
-      await drawCurves(curves, head);
+      const curvesName = curvesKind === "value" ? "value-weighted" : "attention weights";
+      await drawCurves(curves, head, kind === "rollout" ? `${curvesName} (the rollout has none)` : curvesName);
     }
   } catch (error) {
     showProblem(String(error.message || error));
@@ -411,7 +485,7 @@ async function start() {
   fill($("model"), unique(state.index.stores.map((s) => s.model)).map((m) => [m, m]));
   $("model").addEventListener("change", onModel);
   $("experiment").addEventListener("change", onExperiment);
-  for (const id of ["prompt", "layer", "head", "level", "diff", "cmax"]) $(id).addEventListener("change", render);
+  for (const id of ["prompt", "layer", "head", "kind", "level", "diff", "cmax"]) $(id).addEventListener("change", render);
   document.addEventListener("keydown", (event) => {
     if (event.target.tagName === "INPUT") return;
     const moves = { ArrowLeft: ["layer", -1], ArrowRight: ["layer", 1], ArrowUp: ["head", -1], ArrowDown: ["head", 1] };
