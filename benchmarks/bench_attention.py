@@ -9,9 +9,11 @@ a plain eager forward of the whole model (the reference), the decoder-only forwa
 the capture runs, the naive way (output_attentions=True, float16, zstd-3 Zarr), the
 streaming capture + Zarr write of the maps (attn, head_mean, word maps, cosine), and the
 full extraction the rule runs (the same plus every metric: the streamed metrics of every
-map, the singular values of every stored map, the analysis choices), on the prompt keeping
-its heads (``keep_heads``: one target per experiment in the default config) and on the same
-prompt storing head means only (every other prompt of the rule); then the
+map, the singular values of every stored map, the analysis choices, and the value-weighted
+maps with their metrics; ``extract_weights_only``: the same without the value-weighted maps,
+whose share of the extraction the pair's ratio gives), on the prompt keeping its heads
+(``keep_heads``: one target per experiment in the default config) and on the same prompt
+storing head means only (every other prompt of the rule); then the
 ``sdpa`` route: the decoder-only forward with SDPA and the full extraction with SDPA and
 the maps recomputed from queries and keys (``attention.kernel: sdpa``). The
 stores are written under benchmarks/out (the disk the workflow writes to), each removed
@@ -70,6 +72,7 @@ MODES = (
     "naive",
     "capture_write",
     "extract",
+    "extract_weights_only",
     "extract_head_means",
     "forward_decoder_sdpa",
     "extract_sdpa",
@@ -189,6 +192,7 @@ class Runner:
                 self.store(mode),
                 {"config_digest": "bench"},
                 with_metrics=mode != "capture_write",
+                with_values=mode not in ("capture_write", "extract_weights_only"),
                 progress=False,
                 kernel="sdpa" if mode == "extract_sdpa" else "eager",
             )
@@ -202,6 +206,7 @@ PHASES = {
     "  streamed metrics": (metrics, "streamed_metrics"),
     "  singular values": (attention, "singular_values"),
     "  analysis choices": (choices, "stored_choices"),
+    "  value-weighted maps (with their metrics, writes)": (attention._PromptGroup, "_add_value_layer"),
     "create (arrays)": (attention._PromptGroup, "create"),
     "finish (whole arrays, group)": (attention._PromptGroup, "finish"),
 }
@@ -331,6 +336,7 @@ def time_modes(loaded, shots: int, repeats: int, workdir: Path) -> dict:
         "ratio_to_decoder_forward": {mode: round(s / best["forward_decoder"], 3) for mode, s in best.items()},
         "median_round_ratio_to_forward": pair_ratios("forward"),
         "median_round_ratio_to_decoder_forward": pair_ratios("forward_decoder"),
+        "extract_over_weights_only": pair_ratios("extract_weights_only")["extract"],
         "attn_bytes": attention.store_bytes(workdir / "extract.zarr", "attn"),
         "raw_float32_bytes": raw32,
         "stored_over_raw_float32": round(attention.store_bytes(workdir / "extract.zarr", "attn") / raw32, 4),

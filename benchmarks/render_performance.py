@@ -192,6 +192,12 @@ def attention(r: Result) -> list[str]:
                 t["float16_exact"],
             ),
         ]
+        rows.append(
+            ratio_row(
+                f"full extraction / the same without the value-weighted maps, {at}",
+                t.get("extract_over_weights_only"),
+            )
+        )
         if "singular_values_seconds" in t:
             svd = ", ".join(f"{k} {seconds(v)}" for k, v in t["singular_values_seconds"].items())
             rows.append(Row(f"singular values of the prompt's maps, {at}", svd))

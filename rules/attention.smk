@@ -34,6 +34,8 @@ rule attention_metrics:
         summary=attnscope_paths.METRICS_SUMMARY,
         markdown=attnscope_paths.METRICS_SUMMARY_MD,
         choices=attnscope_paths.CHOICES,
+        value_metrics=attnscope_paths.VALUE_METRICS,
+        value_choices=attnscope_paths.VALUE_CHOICES,
     params:
         epsilon=lambda wc: config["attention"]["epsilon"],
     log:

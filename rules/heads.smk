@@ -39,6 +39,12 @@ rule rollout:
             subcategory="{experiment} · {variant}",
             labels={"variant": "{variant}", "figure": "attention rollout"},
         ),
+        **figure_outputs(
+            attnscope_paths.VALUE_ROLLOUT_FIGURE, "rollout_value", "Heads",
+            subcategory="{experiment} · {variant}",
+            labels={"variant": "{variant}", "figure": "value-weighted rollout"},
+            prefix="value_",
+        ),
     params:
         dpi=lambda wc: config["figures"]["dpi"],
     log:
@@ -59,6 +65,10 @@ rule head_table:
         types=attnscope_paths.HEAD_TYPES,
         metrics=lambda wc: [
             attnscope_paths.METRICS.format(model=wc.model, variant=wc.variant, experiment=experiment)
+            for experiment in PLAN.claims_experiments
+        ],
+        value_metrics=lambda wc: [
+            attnscope_paths.VALUE_METRICS.format(model=wc.model, variant=wc.variant, experiment=experiment)
             for experiment in PLAN.claims_experiments
         ],
     output:
@@ -109,7 +119,12 @@ rule heads:
             )
         ],
         runs(attnscope_paths.ROLLOUT),
-        [path for stem in runs(attnscope_paths.ROLLOUT_FIGURE) for path in figure_paths(stem)],
+        [
+            path
+            for pattern in (attnscope_paths.ROLLOUT_FIGURE, attnscope_paths.VALUE_ROLLOUT_FIGURE)
+            for stem in runs(pattern)
+            for path in figure_paths(stem)
+        ],
         [
             path
             for model in PLAN.models

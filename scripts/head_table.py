@@ -1,5 +1,5 @@
 """Rule head_table: a model variant's QK and OV circuits (from weight_spectra), head types and
-metrics on the claims' experiments → one row per layer × head."""
+metrics (weights and value-weighted maps) on the claims' experiments → one row per layer × head."""
 
 import pandas as pd
 
@@ -12,10 +12,13 @@ table = headtable.head_table(
     pd.read_parquet(snakemake.input.ov),
     pd.read_parquet(snakemake.input.types),
     [pd.read_parquet(path) for path in snakemake.input.metrics],
+    [pd.read_parquet(path) for path in snakemake.input.value_metrics],
 )
 meta = io.job_metadata(
     snakemake,
-    io.job_digest(snakemake, wc.variant, headtable.FORM, inputs=["qk", "ov", "types", "metrics"]),
+    io.job_digest(
+        snakemake, wc.variant, headtable.FORM, inputs=["qk", "ov", "types", "metrics", "value_metrics"]
+    ),
     model=wc.model,
     variant=wc.variant,
     form=headtable.FORM,

@@ -22,7 +22,7 @@ import zarr
 from threadpoolctl import threadpool_limits
 
 import attnscope
-from attnscope import attention, capture, choices, metrics, models, prompts, store
+from attnscope import attention, capture, choices, metrics, models, prompts, store, variants
 from tests.conftest import REPO
 
 CLUE = "Man's best friend, semi-aquatic.#"
@@ -193,9 +193,98 @@ def test_a_shared_prefix_stores_what_whole_prompts_store(
     finally:
         model.config.sliding_window = previous
     shared_arrays, whole = arrays(stores[True]), arrays(stores[False])
-    assert shared_arrays.keys() == whole.keys() and "001/attn" in whole
+    assert shared_arrays.keys() == whole.keys() and {"001/attn", "001/value_attn"} <= whole.keys()
     for name, values in whole.items():
         np.testing.assert_array_equal(shared_arrays[name], values, err_msg=name)
+
+
+def dense_value_weighted(model, ids) -> np.ndarray:
+    """[layer, head, query, key] ‖α_hij · W_O,h W_V,g(h) x_j‖ in float64, vector by vector: x_j
+    the layer's attention input (taken by a pre-hook), W_V,g the KV head's rows of v_proj, W_O,h
+    the head's columns of o_proj, α from transformers' own output_attentions."""
+    num_heads, num_kv, head_dim = variants.attention_shape(model.config)
+    inputs: dict[int, torch.Tensor] = {}
+    handles = [
+        layer.self_attn.register_forward_pre_hook(
+            lambda module, args, kwargs, layer=i: inputs.__setitem__(
+                layer, kwargs["hidden_states"][0].double()
+            ),
+            with_kwargs=True,
+        )
+        for i, layer in enumerate(variants.decoder_layers(model))
+    ]
+    try:
+        alpha = reference_attentions(model, ids).astype(np.float64)
+    finally:
+        for handle in handles:
+            handle.remove()
+    out = np.zeros_like(alpha)
+    for layer, block in enumerate(variants.decoder_layers(model)):
+        v = inputs[layer] @ block.self_attn.v_proj.weight.detach().double().T  # [key, kv_head·d]
+        o = block.self_attn.o_proj.weight.detach().double()
+        for head in range(num_heads):
+            g = head // (num_heads // num_kv)
+            written = (
+                v[:, g * head_dim : (g + 1) * head_dim] @ o[:, head * head_dim : (head + 1) * head_dim].T
+            )
+            vectors = torch.from_numpy(alpha[layer, head])[:, :, None] * written[None]  # [query, key, hidden]
+            out[layer, head] = vectors.norm(dim=-1).numpy()
+    return out
+
+
+@pytest.mark.parametrize("fixture", ["tiny_llama", "tiny_mistral", "tiny_gemma"])
+def test_value_weighted_maps_equal_a_dense_reference(fixture, request, sample_clues, tmp_path):
+    """The capture's α · ‖W_O,h v_j‖ (value norms from a v_proj hook, through the Gram matrices)
+    equals the norms of the explicit vectors α_ij W_O,h W_V,h x_j to 1e-5 (GQA, Gemma 3's
+    QK-norm); the stored per-head and head-mean maps are their row shares to float16 rounding."""
+    model, tokenizer = request.getfixturevalue(fixture)
+    table = prompt_table(tokenizer, sample_clues)
+    ids = prompts.prompt_annotation(table.iloc[0].to_dict()).input_ids
+    reference = dense_value_weighted(model, ids)
+    alpha = torch.from_numpy(reference_attentions(model, ids))
+    with torch.inference_mode(), capture.ValueNorms(model) as values:
+        model(input_ids=torch.tensor([list(ids)]))
+    computed = np.stack(
+        [attention.value_weighted(alpha[layer], values.norms[layer]).numpy() for layer in range(len(alpha))]
+    )
+    np.testing.assert_allclose(computed, reference, rtol=1e-5, atol=1e-5 * reference.max())
+    path = extract(model, tokenizer, table, tmp_path / "s.zarr", keep_heads="all")
+    group = zarr.open_group(path, mode="r")["000"]
+    shares = reference / reference.sum(axis=-1, keepdims=True)
+    np.testing.assert_allclose(group["value_attn"][...].astype(np.float32), shares, atol=2e-3)
+    summed = reference.sum(axis=1)
+    np.testing.assert_allclose(
+        group["value_head_mean"][...].astype(np.float32),
+        summed / summed.sum(axis=-1, keepdims=True),
+        atol=2e-3,
+    )
+    rows = group["value_head_mean"][...].astype(np.float64).sum(axis=-1)
+    np.testing.assert_allclose(rows, 1.0, atol=2e-2)
+
+
+def test_value_weighted_maps_are_not_the_weights(tiny_llama, sample_clues, tmp_path):
+    """A case built to differ: with one key's values scaled to zero in every layer (its v_proj
+    output zeroed by a hook), that key gets no value-weighted mass while its weights still do."""
+    model, tokenizer = tiny_llama
+    table = prompt_table(tokenizer, sample_clues)
+    key = 5
+
+    def silence(module, args, output):
+        output = output.clone()
+        output[0, key] = 0
+        return output
+
+    handles = [module.v_proj.register_forward_hook(silence) for module in variants.attention_modules(model)]
+    try:
+        path = extract(model, tokenizer, table.iloc[:1], tmp_path / "s.zarr", keep_heads="all")
+    finally:
+        for handle in handles:
+            handle.remove()
+    group = zarr.open_group(path, mode="r")["000"]
+    assert (group["value_attn"][:, :, key:, key] == 0).all() and (
+        group["value_head_mean"][:, key:, key] == 0
+    ).all()
+    assert (group["attn"][:, :, key + 1 :, key] > 0).all()
 
 
 def test_recomputed_chunks_give_the_whole_map(tiny_mistral):
@@ -302,6 +391,11 @@ def test_arrays_are_the_shards_zarr_writes(llama_store, tmp_path):
         "metrics",
         "singular_values",
         "thesis_word_attn_sum",
+        "value_attn",
+        "value_choices",
+        "value_head_mean",
+        "value_metrics",
+        "value_word_attn_sum",
         "word_attn_mean_query",
         "word_attn_sum",
     ]
@@ -383,14 +477,19 @@ def test_stored_metrics_are_the_metrics_of_the_stored_maps(llama_store):
     layout = metrics.MapLayout(
         np.array(attrs["token_shot"]), np.array(attrs["token_segment"]), group["cosine"][...]
     )
+    for prefix in ("", "value_"):  # the weights, then the value-weighted maps
+        stored = group[f"{prefix}metrics"][...]
+        attn, head_mean = group[f"{prefix}attn"][...], group[f"{prefix}head_mean"][...]
+        for layer in range(stored.shape[0]):
+            for head in range(attn.shape[1]):
+                np.testing.assert_allclose(
+                    stored[layer, head], metrics.streamed_metrics(attn[layer, head], layout)
+                )
+            np.testing.assert_allclose(stored[layer, -1], metrics.streamed_metrics(head_mean[layer], layout))
+        stored_choices = choices.stored_choices(head_mean, attrs["token_segment"], attrs["token_shot"])
+        np.testing.assert_allclose(group[f"{prefix}choices"][...], stored_choices)
+    assert not np.allclose(group["value_metrics"][...], group["metrics"][...])
     stored = group["metrics"][...]
-    attn, head_mean = group["attn"][...], group["head_mean"][...]
-    for layer in range(stored.shape[0]):
-        for head in range(attn.shape[1]):
-            np.testing.assert_allclose(
-                stored[layer, head], metrics.streamed_metrics(attn[layer, head], layout)
-            )
-        np.testing.assert_allclose(stored[layer, -1], metrics.streamed_metrics(head_mean[layer], layout))
     row = dict(zip(metrics.STREAMED, stored[0, -1]))
     assert 0 < row["clue_target_mass"] < 1  # the appended clue attends to the target word
     assert 0 < row["within_shot_mass"] < 1 and 0 < row["across_shot_mass"] < 1

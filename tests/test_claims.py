@@ -478,6 +478,18 @@ def test_more_shots_uses_only_targets_with_a_reference():
     assert verdict(evidence(clues=no_reference), "more-shots") == claims.NOT_MEASURED
 
 
+def test_more_shots_rests_on_the_draws_every_k_has():
+    """Three shot draws at k = 3 and one at k = 8: the row rests on 1 draw, not 3."""
+    rows = [
+        r
+        for experiment in ("animals-k3", "animals-k3-seed1", "animals-k3-seed2")
+        for r in clue_rows("trained", experiment, 3, 10.0 + np.arange(12) * 0.1)
+    ]
+    rows += clue_rows("trained", "animals-k8", 8, 13.0 + np.arange(12) * 0.2)
+    row = row_of(evidence(clues=pd.DataFrame(rows)), "more-shots")
+    assert row["n_seeds"] == 1 and "shot draws k=3 3, k=8 1" in row["measured"]
+
+
 def test_copy_share():
     prompt = "Just give one answer marking the end with a".split()
     assert copy_share("Give one answer, marking the end", prompt) == 1.0
@@ -496,6 +508,28 @@ def test_robust_column_names_the_choices_that_disagree():
     assert agree["robust"] == "yes (choices, bands; 1 shot draw)"
     twice = choices(diagonal_share=bands(0.9, 0.2, 0.2), seeds=(0, 1, 2))
     assert row_of(evidence(twice), "early-diagonal", ("thirds",))["robust"] == "yes (choices; 3 shot draws)"
+
+
+def test_value_weighted_maps_get_their_own_rows_outside_robust():
+    """Weights diagonally dominant early, value-weighted maps not (a case built to disagree): the
+    headline and robust column read the weights only; the value-weighted verdict is its own column
+    and its own sensitivity rows. Without value-weighted tables neither appears."""
+    weights = choices(diagonal_share=bands(0.9, 0.2, 0.2))
+    values = choices(diagonal_share=bands(0.1, 0.2, 0.2), rng=1)
+    ev = evidence(weights, value_choices=values, value_metrics=values[values["choice"] == "full"])
+    table, sensitivity = claims.evaluate(ev, bands=("thirds",))
+    row = table[table["claim"] == "early-diagonal"].iloc[0]
+    assert row["verdict"] == claims.SUPPORTED and row["robust"] == "yes (choices; 1 shot draw)"
+    assert row["value_weighted"].startswith(NOT_REPLICATED + ": 0.1")
+    rows = sensitivity[sensitivity["claim"] == "early-diagonal"]
+    assert rows.groupby("weighting")["setting"].count().to_dict() == {"value-weighted": 4, "weights": 4}
+    value_rows = rows[rows["weighting"] == "value-weighted"]
+    assert set(value_rows["verdict"]) == {NOT_REPLICATED}
+    assert value_rows["setting"].str.startswith("value-weighted, ").all()
+    plain, plain_sensitivity = claims.evaluate(evidence(weights), bands=("thirds",))
+    assert set(plain["value_weighted"]) == {"–"} and set(plain_sensitivity["weighting"]) == {"weights"}
+    weight_rows = table[table["claim"].str.startswith("spectra")]
+    assert set(weight_rows["value_weighted"]) <= {"–"}
 
 
 def test_contradicted_only_on_the_thesis_model():

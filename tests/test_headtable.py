@@ -97,7 +97,8 @@ def sources(model: torch.nn.Module, n_prompts: int = 3, seed: int = 0):
 def test_the_table_has_one_row_per_head_with_the_sources_values(gained_mistral):
     qk, ov, types, metrics = sources(gained_mistral)
     halves = [metrics[metrics["prompt_id"] != "e/002"], metrics[metrics["prompt_id"] == "e/002"]]
-    table = headtable.head_table(qk, ov, types, halves)  # two experiments' tables, pooled
+    values = metrics.assign(**{m: metrics[m] * 2 + 1 for m in headtable.BEHAVIOUR_METRICS})  # built to differ
+    table = headtable.head_table(qk, ov, types, halves, [values])  # two experiments' tables, pooled
     n_heads = variants.attention_shape(gained_mistral.config)[0]
     assert list(table.columns) == list(headtable.COLUMNS)
     assert len(table) == 2 * n_heads and not table.duplicated(["layer", "head"]).any()
@@ -116,14 +117,18 @@ def test_the_table_has_one_row_per_head_with_the_sources_values(gained_mistral):
                 if r["layer"] == row.layer and r["head"] == row.head  # never the head mean (−1)
             ]
             assert getattr(row, metric) == pytest.approx(sum(values) / len(values), abs=1e-12)
+            assert getattr(row, f"value_{metric}") == pytest.approx(2 * getattr(row, metric) + 1, abs=1e-12)
 
 
 def test_a_head_missing_from_a_source_is_refused(gained_mistral):
     qk, ov, types, metrics = sources(gained_mistral)
     with pytest.raises(ValueError, match="heads missing"):
-        headtable.head_table(qk, ov, types.iloc[1:], [metrics])
+        headtable.head_table(qk, ov, types.iloc[1:], [metrics], [metrics])
+    without_head = metrics[~((metrics["layer"] == 1) & (metrics["head"] == 2))]
     with pytest.raises(ValueError, match="heads missing"):
-        headtable.head_table(qk, ov, types, [metrics[~((metrics["layer"] == 1) & (metrics["head"] == 2))]])
+        headtable.head_table(qk, ov, types, [without_head], [metrics])
+    with pytest.raises(ValueError, match="heads missing"):
+        headtable.head_table(qk, ov, types, [metrics], [without_head])
 
 
 def constructed(n: int = 270, seed: int = 0) -> pd.DataFrame:

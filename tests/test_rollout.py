@@ -3,12 +3,15 @@ the pooling to sources by hand, and a map whose flow is known in closed form."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import zarr
 
 from attnscope import rollout
 from attnscope.plots import plot_rollout
+from attnscope.store import VALUE_WEIGHTED, WEIGHTINGS, WEIGHTS
 
 LAYERS = 4
 SEGMENTS = [
@@ -29,17 +32,20 @@ def causal_maps(rng: np.random.Generator, layers: int, n: int) -> np.ndarray:
     return a / a.sum(axis=-1, keepdims=True)
 
 
-def write_store(path, head_means, segments=SEGMENTS, shots=SHOTS) -> None:
-    """A store with the layout the rollout reads: root ``prompts``, per group ``head_mean``
-    (float16, as extract_attention stores it) and the token labels."""
+def write_store(path, head_means, segments=SEGMENTS, shots=SHOTS, value_head_means=None) -> None:
+    """A store with the layout the rollout reads: root ``prompts``, per group ``head_mean`` and
+    ``value_head_mean`` (float16, as extract_attention stores them; default: the same maps) and
+    the token labels."""
     root = zarr.open_group(path, mode="w")
     root.attrs["prompts"] = [
         {"group": f"{i:03d}", "prompt_id": f"synthetic/{i:03d}", "target": f"T{i}"}
         for i in range(len(head_means))
     ]
-    for i, (a, segment, shot) in enumerate(zip(head_means, segments, shots)):
+    values = head_means if value_head_means is None else value_head_means
+    for i, (a, v, segment, shot) in enumerate(zip(head_means, values, segments, shots)):
         group = root.create_group(f"{i:03d}")
         group.create_array("head_mean", data=a.astype(np.float16))
+        group.create_array("value_head_mean", data=v.astype(np.float16))
         group.attrs.update(
             prompt_index=i,
             prompt_id=f"synthetic/{i:03d}",
@@ -52,9 +58,9 @@ def write_store(path, head_means, segments=SEGMENTS, shots=SHOTS) -> None:
 @pytest.fixture
 def store(tmp_path):
     rng = np.random.default_rng(0)
-    maps = [causal_maps(rng, LAYERS, len(segment)) for segment in SEGMENTS]
-    write_store(tmp_path / "s.zarr", maps)
-    stored = [m.astype(np.float16).astype(np.float64) for m in maps]
+    maps = {w: [causal_maps(rng, LAYERS, len(segment)) for segment in SEGMENTS] for w in WEIGHTINGS}
+    write_store(tmp_path / "s.zarr", maps[WEIGHTS], value_head_means=maps[VALUE_WEIGHTED])
+    stored = {w: [m.astype(np.float16).astype(np.float64) for m in maps[w]] for w in WEIGHTINGS}
     return tmp_path / "s.zarr", stored
 
 
@@ -70,8 +76,8 @@ def explicit_rollout(a: np.ndarray) -> np.ndarray:
 
 
 def test_rollout_is_the_product_of_the_residual_matrices(store):
-    _, maps = store
-    a = maps[0]
+    _, stored = store
+    a = stored[WEIGHTS][0]
     n = a.shape[-1]
     np.testing.assert_allclose(
         rollout.rollout_rows(a, np.identity(n)), explicit_rollout(a), rtol=0, atol=1e-12
@@ -84,10 +90,11 @@ def test_rollout_is_the_product_of_the_residual_matrices(store):
 
 
 def test_table_pools_token_rows_into_sources_as_a_hand_loop_does(store):
-    path, maps = store
+    path, stored = store
     table = rollout.rollout_table(path)
     assert list(table.columns) == list(rollout.COLUMNS)
-    for index, (a, segments, shots) in enumerate(zip(maps, SEGMENTS, SHOTS)):
+    for weighting, index in itertools.product(WEIGHTINGS, range(len(SEGMENTS))):
+        a, segments, shots = stored[weighting][index], SEGMENTS[index], SHOTS[index]
         full = explicit_rollout(a)
         for query in ("target", "generated"):
             tokens = [t for t, s in enumerate(segments) if s == query]
@@ -99,10 +106,11 @@ def test_table_pools_token_rows_into_sources_as_a_hand_loop_does(store):
                     share = sum(full[layer, t, key] for t in tokens) / len(tokens)
                     expected[layer, kind, shot] = expected.get((layer, kind, shot), 0.0) + share
             rows = table[(table["prompt_index"] == index) & (table["query"] == query)]
+            rows = rows[rows["weighting"] == weighting]
             got = {(r.layer, r.source, r.shot): r.share for r in rows.itertuples()}
             assert got.keys() == expected.keys()
             np.testing.assert_allclose([got[k] for k in expected], list(expected.values()), atol=1e-12)
-    sums = table.groupby(["prompt_index", "query", "layer"])["share"].sum()
+    sums = table.groupby(["weighting", "prompt_index", "query", "layer"])["share"].sum()
     np.testing.assert_allclose(sums, 1.0, atol=1e-12)
 
 
@@ -114,7 +122,8 @@ def test_residual_halves_the_own_share_per_layer_when_every_token_attends_to_the
     sink_only = np.zeros((LAYERS, n, n))
     sink_only[:, :, 0] = 1.0
     write_store(tmp_path / "s.zarr", [sink_only], SEGMENTS[:1], SHOTS[:1])
-    table = rollout.rollout_table(tmp_path / "s.zarr")
+    table = rollout.rollout_table(tmp_path / "s.zarr", [WEIGHTS])
+    assert set(table["weighting"]) == {WEIGHTS}
     target = table[table["query"] == "target"].groupby(["layer", "source"])["share"].sum()
     for layer in range(LAYERS):
         assert target[layer, "target"] == pytest.approx(2.0 ** -(layer + 1))
@@ -133,7 +142,7 @@ def test_a_store_without_token_labels_is_refused_with_its_group(tmp_path):
 
 def test_rollout_figure_has_a_heatmap_per_query_unit_and_the_flow_panel(store):
     path, _ = store
-    fig = plot_rollout(rollout.rollout_table(path), "synthetic")
+    fig = plot_rollout(rollout.rollout_table(path, [WEIGHTS]), "synthetic")
     titles = [ax.get_title() for ax in fig.axes]
     assert titles[:2] == [
         "target ← sources, after the last layer",

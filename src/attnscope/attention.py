@@ -35,6 +35,12 @@ array                         dims                                   dtype
 ``metrics``                   layer, map, metric                     float64
 ``singular_values``           layer, map, singular_value             float64
 ``choices``                   layer, choice, choice_metric           float64
+``value_attn``                layer, head, query, key                float16 (prompts
+                                                                     in ``keep_heads``)
+``value_head_mean``           layer, query, key                      float16
+``value_word_attn_sum``       layer, query_word, key_word            float32
+``value_metrics``             layer, map, metric                     float64
+``value_choices``             layer, choice, choice_metric           float64
 ============================  =====================================  ==================
 
 ``map`` is the heads 0 … H−1, then the head mean at index H; ``metrics`` holds
@@ -43,6 +49,15 @@ every stored map — the head mean, and the heads of the prompts in ``keep_heads
 others' heads) — and ``choices`` the head mean's ``choices.STORED`` (``n_queries``, then
 ``choices.CHOICE_METRICS``) under each of ``choices.CHOICES``; the root attributes
 ``metrics``, ``choices`` and ``choice_metrics`` name those axes.
+
+The ``value_*`` arrays are the value-weighted maps (Kobayashi et al. 2020): per head
+α_ij · ‖W_O,h v_j‖, the norm of the vector the head adds to query i's residual stream for key j
+(:func:`value_weighted`, the norms from the layer's own value states:
+:class:`attnscope.capture.ValueNorms`), stored as row shares (:func:`row_shares`: each row
+sums to 1, so every metric and choice reads them as it reads the weights); ``value_head_mean``
+is the row shares of their sum over heads (what the whole layer writes), not the mean of the
+heads' shares. ``value_metrics`` and ``value_choices`` are ``metrics`` (no spectra) and
+``choices`` of those maps, ``value_word_attn_sum`` the word map of ``value_head_mean``.
 
 ``head_mean`` is float16 of the mean over heads of the stored float16 maps (the thesis's
 single-head simulation); every other array is computed from the stored float16 values,
@@ -86,7 +101,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from zarr.codecs import BloscCodec
 
 from attnscope import choices, generation, knockout, metrics, prompts, variants, zarrwrite
-from attnscope.capture import capture
+from attnscope.capture import ValueNorms, capture
 from attnscope.store import (  # noqa: F401 (open_attention, STORE_VERSION: public API)
     DIMENSIONS,
     STORE_VERSION,
@@ -199,6 +214,21 @@ def word_maps(a: np.ndarray | torch.Tensor, membership: np.ndarray) -> tuple[np.
     return summed.numpy(), mean_query.numpy()
 
 
+def value_weighted(weights: torch.Tensor, norms: torch.Tensor) -> torch.Tensor:
+    """α_ij · ‖W_O,h v_j‖ in float32 (Kobayashi et al. 2020): one head's attention map
+    [..., query, key] times the norm of what each key's value writes through that head [..., key]
+    (:class:`attnscope.capture.ValueNorms`); the norm of the vector the head adds for the pair,
+    since α_ij ≥ 0."""
+    return weights.float() * norms[..., None, :]
+
+
+def row_shares(maps: torch.Tensor) -> torch.Tensor:
+    """Each row divided by its sum (a row of zeros stays zero): a value-weighted map as the share
+    of the row's written norm each key gives, comparable to attention probabilities."""
+    total = maps.sum(dim=-1, keepdim=True)
+    return torch.where(total > 0, maps / total.clamp(min=torch.finfo(maps.dtype).tiny), 0.0)
+
+
 def input_cosine(model: PreTrainedModel, input_ids: Sequence[int]) -> np.ndarray:
     """Cosine similarity [query, key] of the input embeddings of a token sequence (fig. 8.6)."""
     embedding = model.get_input_embeddings()
@@ -233,11 +263,13 @@ def _svd_pool(workers: int) -> ThreadPoolExecutor:
 
 @dataclass
 class SharedPrefix:
-    """The prompts' common token prefix, run once: its KV cache and every layer's maps of its
-    rows [head, query, key] in float16, which causal attention makes the same in every prompt."""
+    """The prompts' common token prefix, run once: its KV cache, every layer's maps of its
+    rows [head, query, key] in float16 and the norms its keys' values write [head, key]
+    (:class:`attnscope.capture.ValueNorms`), which causal attention makes the same in every prompt."""
 
     prefix: generation.Prefix
     maps: list[torch.Tensor]
+    value_norms: list[torch.Tensor]
 
     def full_map(self, layer: int, rows: torch.Tensor) -> torch.Tensor:
         """A prompt's float16 map [head, query, key] of ``layer`` from the prefix's rows and
@@ -252,6 +284,10 @@ class SharedPrefix:
     def sink(self, add_layer: Callable[[int, torch.Tensor], None]) -> Callable[[int, torch.Tensor], None]:
         """A capture sink that hands ``add_layer`` the full maps of a prompt run from the prefix's end."""
         return lambda layer, rows: add_layer(layer, self.full_map(layer, rows))
+
+    def full_norms(self, values: ValueNorms, layer: int) -> torch.Tensor:
+        """A prompt's value norms [head, key] of ``layer``: the prefix's keys, then its own."""
+        return torch.cat([self.value_norms[layer], values.norms[layer]], dim=1)
 
 
 def shared_prefix(model: PreTrainedModel, inputs: Sequence[PromptInput], kernel: str) -> SharedPrefix | None:
@@ -269,9 +305,10 @@ def shared_prefix(model: PreTrainedModel, inputs: Sequence[PromptInput], kernel:
     def keep(layer: int, weights: torch.Tensor) -> None:
         maps[layer] = weights.to(torch.float16).cpu()
 
-    with capture(model, keep, kernel):
+    with capture(model, keep, kernel), ValueNorms(model) as values:
         prefix = generation.prefill_prefix(model, inputs[0].annotation.input_ids[:length])
-    return SharedPrefix(prefix, [maps[layer] for layer in range(num_layers)])
+    layers = range(num_layers)
+    return SharedPrefix(prefix, [maps[layer] for layer in layers], [values.norms[layer] for layer in layers])
 
 
 class _PromptGroup:
@@ -286,6 +323,7 @@ class _PromptGroup:
         num_heads: int,
         with_metrics: bool = True,
         workers: int = 1,
+        value_norms: Callable[[int], torch.Tensor] | None = None,
     ):
         ann = prompt.annotation
         self.directory, self.prompt = store / prompt.group, prompt
@@ -308,6 +346,12 @@ class _PromptGroup:
         self.choices = np.full((num_layers, len(choices.CHOICES), len(choices.STORED)), np.nan)
         self.choice_step = max(1, choices.CHUNK_VALUES // (n * n))
         self.pending: list[tuple[int, np.ndarray]] = []  # head means awaiting their SVDs and choices
+        self.value_norms = value_norms
+        if value_norms is not None:
+            self.value_word_sum = np.zeros_like(self.word_sum)
+            self.value_metrics = np.full_like(self.metrics, np.nan)
+            self.value_choices = np.full_like(self.choices, np.nan)
+            self.value_pending: list[np.ndarray] = []
 
     def create(self) -> None:
         """Create the per-layer arrays; their chunks come with the layers. The group's own
@@ -317,10 +361,17 @@ class _PromptGroup:
             shutil.rmtree(self.directory)
         self.heads_per_chunk = max(1, min(self.num_heads, CHUNK_BYTES // (2 * n * n)))
         self.head_mean = self._array("head_mean", (self.num_layers, n, n), (1, n, n), "float16")
-        self.attn = None
+        self.attn = self.value_attn = self.value_head_mean = None
+        heads_shape, heads_chunks = (self.num_layers, self.num_heads, n, n), (1, self.heads_per_chunk, n, n)
         if self.prompt.keep_heads:
-            shape, chunks = (self.num_layers, self.num_heads, n, n), (1, self.heads_per_chunk, n, n)
-            self.attn = self._array("attn", shape, chunks, "float16", order=HEADS_LAST)
+            self.attn = self._array("attn", heads_shape, heads_chunks, "float16", order=HEADS_LAST)
+        if self.value_norms is not None:
+            mean_shape = (self.num_layers, n, n)
+            self.value_head_mean = self._array("value_head_mean", mean_shape, (1, n, n), "float16")
+            if self.prompt.keep_heads:
+                self.value_attn = self._array(
+                    "value_attn", heads_shape, heads_chunks, "float16", order=HEADS_LAST
+                )
 
     def _array(
         self, name: str, shape: tuple[int, ...], chunks: tuple[int, ...], dtype: str, order=None
@@ -347,10 +398,9 @@ class _PromptGroup:
         """
         a = weights.to(torch.float16).cpu()
         if self.attn is not None:
-            g = self.heads_per_chunk
-            for head in range(0, self.num_heads, g):
-                heads_last = a[head : head + g].permute(1, 2, 0).contiguous().numpy()
-                self.attn.write((layer, head // g, 0, 0), heads_last[None].transpose(0, 3, 1, 2))
+            self._write_heads(self.attn, layer, a)
+        if self.value_norms is not None:
+            self._add_value_layer(layer, a, self.value_norms(layer))
         total = a[0].float()  # not a.sum(dtype=float32): that casts the whole layer first
         for head_map in a[1:]:
             total += head_map
@@ -368,28 +418,70 @@ class _PromptGroup:
             if len(self.pending) == self.choice_step or layer == self.num_layers - 1:
                 self._measure_head_means()
 
+    def _write_heads(self, writer: zarrwrite.ShardWriter, layer: int, maps: torch.Tensor) -> None:
+        """Append one layer's float16 maps [head, query, key] to a per-head array, chunk by chunk
+        of ``heads_per_chunk`` heads, heads last."""
+        g = self.heads_per_chunk
+        for head in range(0, self.num_heads, g):
+            heads_last = maps[head : head + g].permute(1, 2, 0).contiguous().numpy()
+            writer.write((layer, head // g, 0, 0), heads_last[None].transpose(0, 3, 1, 2))
+
+    def _add_value_layer(self, layer: int, a: torch.Tensor, norms: torch.Tensor) -> None:
+        """The value-weighted maps of one layer from its stored float16 maps ``a`` and the norms
+        [head, key] its values write (:func:`value_weighted`): per head as row shares (stored
+        for the prompts that keep heads, measured for all), the head mean as the row shares of
+        their sum over heads, with its word map and (pending) choices."""
+        total = torch.zeros(a.shape[1:], dtype=torch.float32)
+        shares = torch.empty_like(a) if self.value_attn is not None else None
+        for head, head_map in enumerate(a):
+            weighted = value_weighted(head_map, norms[head])
+            total += weighted
+            share = row_shares(weighted).to(torch.float16)
+            if shares is not None:
+                shares[head] = share
+            if self.with_metrics:
+                self.value_metrics[layer, head] = metrics.streamed_metrics(share.numpy(), self.layout)
+        if shares is not None:
+            self._write_heads(self.value_attn, layer, shares)
+        mean = row_shares(total).to(torch.float16)
+        self.value_head_mean.write((layer, 0, 0), mean.numpy()[None])
+        self.value_word_sum[layer] = word_maps(mean, self.membership)[0]
+        if self.with_metrics:
+            self.value_metrics[layer, self.num_heads] = metrics.streamed_metrics(mean.numpy(), self.layout)
+            self.value_pending.append(mean.numpy())
+
     def _measure_head_means(self) -> None:
-        """The singular values and choices of the pending head means, batched over their layers."""
+        """The singular values and choices of the pending head means, batched over their layers
+        (and the choices of the pending value-weighted head means)."""
         layers = [layer for layer, _ in self.pending]
         ann = self.prompt.annotation
         maps = np.stack([mean for _, mean in self.pending])
         self.singular[layers, self.num_heads] = singular_values(maps, self.workers)
         self.choices[layers] = choices.stored_choices(maps, ann.token_segment, ann.token_shot)
         self.pending.clear()
+        if self.value_norms is not None:
+            value_maps = np.stack(self.value_pending)
+            self.value_choices[layers] = choices.stored_choices(value_maps, ann.token_segment, ann.token_shot)
+            self.value_pending.clear()
 
     def finish(self) -> None:
         """Close the per-layer arrays, write the whole-prompt arrays, then the group (complete)."""
-        for array in (self.head_mean, self.attn):
+        for array in (self.head_mean, self.attn, self.value_head_mean, self.value_attn):
             if array is not None:
                 array.close()
         self._write_whole("cosine", self.cosine)
         self._write_whole("word_attn_sum", self.word_sum)
         self._write_whole("word_attn_mean_query", self.word_mean)
         self._write_whole("thesis_word_attn_sum", self.thesis_word_sum)
+        if self.value_norms is not None:
+            self._write_whole("value_word_attn_sum", self.value_word_sum)
         if self.with_metrics:
             self._write_whole("metrics", self.metrics)
             self._write_whole("singular_values", self.singular)
             self._write_whole("choices", self.choices)
+            if self.value_norms is not None:
+                self._write_whole("value_metrics", self.value_metrics)
+                self._write_whole("value_choices", self.value_choices)
         zarrwrite.write_zarr_group(self.directory, self._attributes())
 
     def _attributes(self) -> dict[str, Any]:
@@ -455,6 +547,7 @@ def extract(
     kernel: str = "eager",
     share_prefix: bool = True,
     knockout_variant: str | None = None,
+    with_values: bool = True,
 ) -> dict[str, int]:
     """Capture every prompt's attention maps into the Zarr store at ``path``.
 
@@ -464,7 +557,8 @@ def extract(
     route (:func:`capture`). ``share_prefix``: run the prompts' common token prefix once
     (:func:`shared_prefix`) and each prompt from its end, behind a copy of its KV cache (the
     stored maps are the same; tested). ``knockout_variant``: each prompt runs inside it (no shared prefix).
-    Returns the counts of prompts computed and resumed.
+    ``with_values``: store the value-weighted maps beside the weights (``value_*`` arrays;
+    off only for the benchmark's share of them). Returns the counts of prompts computed and resumed.
     """
     config = model.config
     num_layers = config.num_hidden_layers
@@ -493,17 +587,21 @@ def extract(
         start = len(shared.prefix.ids) if shared else 0
         if share_prefix:
             log.info("shared prefix: %s", f"{start} tokens, run once" if shared else "none")
+        values = ValueNorms(model)
+        norms = None
+        if with_values:
+            norms = partial(shared.full_norms, values) if shared else values.norms.__getitem__
         for prompt in tqdm(todo, desc="attention", unit="prompt", disable=not progress):
             ids = prompt.annotation.input_ids
             cosine = input_cosine(model, ids)
-            group = _PromptGroup(tmp, prompt, cosine, num_layers, num_heads, with_metrics, workers)
+            group = _PromptGroup(tmp, prompt, cosine, num_layers, num_heads, with_metrics, workers, norms)
             group.create()
             sink, cache = group.add_layer, None
             if shared:
                 sink = shared.sink(group.add_layer)
                 cache = generation.batch_cache(shared.prefix, 1)
             blocker = knockout.applied(model, knockout_variant, prompt.annotation, prompt.n_prompt_tokens)
-            with torch.inference_mode(), capture(model, sink, kernel), blocker:
+            with torch.inference_mode(), values, capture(model, sink, kernel), blocker:
                 model.model(
                     input_ids=torch.tensor([ids[start:]], device=device),
                     cache=cache,

@@ -6,6 +6,11 @@ function) and each layer's probabilities are recomputed beside it from that laye
 and keys, in query chunks, with the model's own scaling, mask and GQA mapping. Either way a
 sink receives ``(layer, probabilities [head, query, key])`` before the forward pass goes on
 to the next layer (:mod:`attnscope.attention` stores them).
+
+Beside either route, :class:`ValueNorms` takes what each head writes per unit of attention:
+‖W_O,h · v_j‖ for every key j, from the layer's own value states (a hook on ``v_proj``, which
+runs before the layer's attention), so the value-weighted maps (Kobayashi et al. 2020,
+"Attention is not only a weight") need no second forward pass.
 """
 
 from __future__ import annotations
@@ -146,3 +151,49 @@ def capture(model: PreTrainedModel, sink: Callable[[int, torch.Tensor], None], k
     if kernel not in KERNELS:
         raise ValueError(f"attention.kernel: unknown kernel {kernel!r}; expected one of {', '.join(KERNELS)}")
     return LayerCapture(model, sink) if kernel == "eager" else RecomputeCapture(model, sink)
+
+
+def output_grams(o_proj: torch.nn.Module, num_heads: int, head_dim: int) -> torch.Tensor:
+    """G_h = W_O,hᵀ W_O,h [head, head_dim, head_dim] in float32, W_O,h the head's ``head_dim``
+    columns of ``o_proj``: ‖W_O,h v‖² = vᵀ G_h v, so a norm costs head_dim² instead of
+    head_dim × hidden."""
+    o = o_proj.weight.detach().to(torch.float64)
+    w = o.reshape(o.shape[0], num_heads, head_dim).transpose(0, 1)  # [head, hidden, head_dim]
+    return (w.transpose(1, 2) @ w).to(torch.float32)
+
+
+def written_norms(values: torch.Tensor, grams: torch.Tensor, kv_of: torch.Tensor) -> torch.Tensor:
+    """‖W_O,h · v_{g(h), j}‖ [head, key] of value states [key, kv_head, head_dim] (g: the query
+    head's KV head), in float32 on the CPU."""
+    v = values.to(torch.float32)[:, kv_of].transpose(0, 1)  # [head, key, head_dim]
+    squared = ((v @ grams.to(v.device)) * v).sum(dim=-1)
+    return squared.clamp(min=0).sqrt().cpu()
+
+
+class ValueNorms:
+    """Forward hooks on every layer's ``v_proj``: ``norms[layer]`` holds the batch's first
+    sequence's :func:`written_norms` [head, key] of the last forward pass through that layer
+    (the keys that pass computed: after a KV cache, only the new ones)."""
+
+    def __init__(self, model: PreTrainedModel):
+        num_heads, num_kv_heads, self.head_dim = variants.attention_shape(model.config)
+        self.num_kv_heads = num_kv_heads
+        self.kv_of = variants.kv_head_index(num_heads, num_kv_heads)
+        self.modules = variants.attention_modules(model)
+        self.grams = [output_grams(m.o_proj, num_heads, self.head_dim) for m in self.modules]
+        self.norms: dict[int, torch.Tensor] = {}
+        self.handles: list[torch.utils.hooks.RemovableHandle] = []
+
+    def __enter__(self) -> ValueNorms:
+        for layer, module in enumerate(self.modules):
+            self.handles.append(module.v_proj.register_forward_hook(partial(self._hook, layer)))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.handles.clear()
+
+    def _hook(self, layer: int, module: torch.nn.Module, args: Any, output: torch.Tensor) -> None:
+        values = output[0].detach().reshape(-1, self.num_kv_heads, self.head_dim)
+        self.norms[layer] = written_norms(values, self.grams[layer], self.kv_of)

@@ -66,7 +66,7 @@ import numpy as np
 import pandas as pd
 
 from attnscope.metrics import as_float32, xlogx
-from attnscope.store import TEMPLATE, WORD_SEGMENTS, open_store, prompt_groups
+from attnscope.store import TEMPLATE, WEIGHTS, WORD_SEGMENTS, open_store, prompt_groups, weighted_array
 
 CHOICES = ("words", "words_renormalised", "full", "no_sink")
 """The analysis choices, the thesis's first."""
@@ -347,13 +347,13 @@ def stored_choices(maps: np.ndarray, token_segment: Sequence[str], token_shot: S
     return np.concatenate([n_queries[:, :, None].astype(np.float64), values], axis=2).transpose(1, 0, 2)
 
 
-def choices_table(path: str | os.PathLike) -> pd.DataFrame:
+def choices_table(path: str | os.PathLike, weighting: str = WEIGHTS) -> pd.DataFrame:
     """An attention store's head-mean maps under every analysis choice, assembled from each
-    prompt group's ``choices`` array: one row per prompt × layer × choice with the columns of
-    :data:`COLUMNS`."""
+    prompt group's ``choices`` array (``value_choices`` for the value-weighted maps): one row
+    per prompt × layer × choice with the columns of :data:`COLUMNS`."""
     frames = []
     for group in prompt_groups(open_store(path)):
-        attrs, stored = group.attrs, group["choices"][...]
+        attrs, stored = group.attrs, group[weighted_array("choices", weighting)][...]
         num_layers, num_choices = stored.shape[:2]
         frame = pd.DataFrame(stored[:, :, 1:].reshape(-1, len(CHOICE_METRICS)), columns=list(CHOICE_METRICS))
         frame.insert(0, "prompt_index", attrs["prompt_index"])

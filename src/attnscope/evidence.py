@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
@@ -14,6 +14,7 @@ import pandas as pd
 from attnscope import io, paths
 from attnscope import variants as variant_names
 from attnscope.prompts import WORD_PATTERN
+from attnscope.store import WEIGHTS
 
 
 @dataclass
@@ -28,6 +29,8 @@ class Evidence:
       ``.choices.parquet`` tables of :mod:`attnscope.choices`);
     - ``metrics``: the metrics tables, head-mean rows (``head`` −1) and every head (the
       embedding-cosine correlations);
+    - ``value_choices``, ``value_metrics``: the same of the value-weighted maps
+      (:meth:`weighted` measures a claim on them);
     - ``spectra``: variant → its spectra table (trained and the random seeds);
     - ``alignment``: variant → its base-alignment table (trained and the random seeds);
     - ``clues``: generated clues of every variant and experiment: variant, experiment, seed,
@@ -42,6 +45,8 @@ class Evidence:
     experiment: str
     choices: pd.DataFrame = field(default_factory=pd.DataFrame)
     metrics: pd.DataFrame = field(default_factory=pd.DataFrame)
+    value_choices: pd.DataFrame = field(default_factory=pd.DataFrame)
+    value_metrics: pd.DataFrame = field(default_factory=pd.DataFrame)
     spectra: dict[str, pd.DataFrame] = field(default_factory=dict)
     alignment: dict[str, pd.DataFrame] = field(default_factory=dict)
     clues: pd.DataFrame | None = None
@@ -56,6 +61,13 @@ class Evidence:
 
     def variants(self) -> list[str]:
         return list(dict.fromkeys(self.choices["variant"])) if "variant" in self.choices else []
+
+    def weighted(self, weighting: str) -> Evidence:
+        """This evidence with the maps' tables of ``weighting`` (:data:`attnscope.store.WEIGHTINGS`)
+        as ``choices`` and ``metrics``, so every attention claim measures them unchanged."""
+        if weighting == WEIGHTS:
+            return self
+        return replace(self, choices=self.value_choices, metrics=self.value_metrics)
 
 
 def copy_share(clue: str, prompt_words: Iterable[str]) -> float:
@@ -104,6 +116,8 @@ def evidence_layout(
             "seeds": {name: e["seed"] for name, e in runs.items()},
             "metrics": per_variant(model, paths.METRICS),
             "choices": per_variant(model, paths.CHOICES),
+            "value_metrics": per_variant(model, paths.VALUE_METRICS),
+            "value_choices": per_variant(model, paths.VALUE_CHOICES),
             "clues": [
                 [variant, name, paths.CLUES.format(model=model, variant=variant, experiment=name)]
                 for name, e in runs.items()
@@ -126,10 +140,11 @@ def evidence_layout(
 
 def evidence_files(layout: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]]:
     """The files of an :func:`evidence_layout`, by kind (a rule's named inputs)."""
-    kinds = ("metrics", "choices", "clues", "knockout", "prompts", "spectra", "manifest")
+    tables = ("metrics", "choices", "value_metrics", "value_choices", "clues", "knockout")
+    kinds = (*tables, "prompts", "spectra", "manifest")
     files: dict[str, list[str]] = {kind: [] for kind in kinds}
     for entry in layout.values():
-        for kind in ("metrics", "choices", "clues", "knockout"):
+        for kind in tables:
             files[kind] += [path for _, _, path in entry[kind]]
         files["prompts"] += list(entry["prompts"].values())
         files["spectra"] += [*entry["spectra"].values(), *entry["alignment"].values()]
@@ -174,6 +189,8 @@ def load_evidence(model: str, entry: Mapping[str, Any]) -> Evidence:
         experiment=entry["experiment"],
         choices=tables("choices", lambda t: t),
         metrics=metrics,
+        value_choices=tables("value_choices", lambda t: t),
+        value_metrics=tables("value_metrics", lambda t: t),
         spectra={variant: pd.read_parquet(path) for variant, path in entry["spectra"].items()},
         alignment={variant: pd.read_parquet(path) for variant, path in entry["alignment"].items()},
         clues=pd.concat(clue_frames, ignore_index=True),

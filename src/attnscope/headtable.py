@@ -4,10 +4,12 @@ experiment's prompts and its head-type scores, and the rank correlations between
 The weight side is the folded form of both circuits (:mod:`attnscope.circuits`: W·diag(γ) of the
 norm q, k, v read, the matrices the residual stream sees): the QK circuit's σ_max, stable rank and
 trace, the OV circuit's Frobenius norm and σ_max. The behaviour side is the mean over the prompts
-of the metrics table's per-head rows (:mod:`attnscope.metrics`; every prompt has them) and the
-head-type scores (:mod:`attnscope.headtypes`, on their own probe). A correlation is Spearman's ρ
-over the heads with a bootstrap interval that resamples heads (``scipy.stats.bootstrap``, BCa,
-percentile where BCa is degenerate): the heads are the sample, the prompts only average.
+of the metrics table's per-head rows (:mod:`attnscope.metrics`; every prompt has them), of the
+weights and of the value-weighted maps (``value_*``: the share of what the head writes that each
+key gives), and the head-type scores (:mod:`attnscope.headtypes`, on their own probe). A
+correlation is Spearman's ρ over the heads with a bootstrap interval that resamples heads
+(``scipy.stats.bootstrap``, BCa, percentile where BCa is degenerate): the heads are the sample,
+the prompts only average.
 
 No torch here: the tables come from their jobs' files (the OV norms from
 :func:`attnscope.circuits.ov_circuits`).
@@ -33,9 +35,22 @@ WEIGHT_COLUMNS = (*QK_STATS.values(), *OV_STATS.values())
 """The weight-side columns of the head table."""
 BEHAVIOUR_METRICS = ("row_entropy", "self_mass", "previous_mass", "sink_mass", "within_shot_mass")
 """The metrics of :mod:`attnscope.metrics` averaged over the prompts, per head."""
-BEHAVIOUR_COLUMNS = (*BEHAVIOUR_METRICS, *SCORES)
-"""The behaviour-side columns: the prompt means, then the head-type scores."""
-COLUMNS = ("layer", "head", "kv_head", *WEIGHT_COLUMNS, *BEHAVIOUR_METRICS, "n_prompts", *SCORES, "head_type")
+VALUE_METRICS = tuple(f"value_{name}" for name in BEHAVIOUR_METRICS)
+"""The same of the head's value-weighted maps (what it writes, not only where it looks)."""
+BEHAVIOUR_COLUMNS = (*BEHAVIOUR_METRICS, *VALUE_METRICS, *SCORES)
+"""The behaviour-side columns: the prompt means of the weights and of the value-weighted maps, then
+the head-type scores."""
+COLUMNS = (
+    "layer",
+    "head",
+    "kv_head",
+    *WEIGHT_COLUMNS,
+    *BEHAVIOUR_METRICS,
+    *VALUE_METRICS,
+    "n_prompts",
+    *SCORES,
+    "head_type",
+)
 CORRELATION_COLUMNS = ("scope", "weight", "behaviour", "rho", "low", "high", "n_heads")
 SCOPES = ("heads", "within_layer")
 """What a correlation ranks: every head by its value (``heads``), or every head by its value's
@@ -62,15 +77,23 @@ def _circuit(table: pd.DataFrame, names: dict[str, str]) -> pd.DataFrame:
 
 
 def head_table(
-    qk: pd.DataFrame, ov: pd.DataFrame, types: pd.DataFrame, metrics: Sequence[pd.DataFrame]
+    qk: pd.DataFrame,
+    ov: pd.DataFrame,
+    types: pd.DataFrame,
+    metrics: Sequence[pd.DataFrame],
+    value_metrics: Sequence[pd.DataFrame],
 ) -> pd.DataFrame:
     """One row per layer × head (:data:`COLUMNS`) from the QK-circuits table, the OV-circuits
     table (:func:`attnscope.circuits.ov_circuits`), the head-types table and the metrics tables of
-    the reference prompts; refuses sources that do not cover the same heads."""
+    the reference prompts, of the weights and of the value-weighted maps; refuses sources that do
+    not cover the same heads."""
     keys = ["layer", "head", "kv_head"]
+    values = prompt_means(value_metrics).drop(columns=["n_prompts"])
+    values = values.rename(columns=dict(zip(BEHAVIOUR_METRICS, VALUE_METRICS)))
     table = _circuit(qk, QK_STATS).merge(_circuit(ov, OV_STATS), on=keys, how="outer", validate="1:1")
     table = table.merge(types[[*keys, *SCORES, "head_type"]], on=keys, how="outer", validate="1:1")
     table = table.merge(prompt_means(metrics), on=["layer", "head"], how="outer", validate="1:1")
+    table = table.merge(values, on=["layer", "head"], how="outer", validate="1:1")
     expected = qk[qk["form"] == FORM][["layer", "head"]].drop_duplicates()
     missing = table[list(COLUMNS)].drop(columns=["n_prompts"]).isna().any(axis=1)
     if len(table) != len(expected) or missing.any():

@@ -49,7 +49,16 @@ from scipy.stats import rankdata
 
 from attnscope.io import markdown_table
 from attnscope.stats import cluster_mean_interval
-from attnscope.store import GENERATED, HEAD_MEAN, TARGET, WORD_SEGMENTS, open_store, prompt_groups
+from attnscope.store import (
+    GENERATED,
+    HEAD_MEAN,
+    TARGET,
+    WEIGHTS,
+    WORD_SEGMENTS,
+    open_store,
+    prompt_groups,
+    weighted_array,
+)
 from attnscope.theory.rmt import epsilon_rank_of_spectrum as epsilon_rank
 
 STREAMED = (
@@ -348,18 +357,23 @@ def summary_markdown(summary: pd.DataFrame, title: str) -> str:
     )
 
 
-def metrics_table(path: str | os.PathLike, epsilon: float = 0.1) -> pd.DataFrame:
+def metrics_table(path: str | os.PathLike, epsilon: float = 0.1, weighting: str = WEIGHTS) -> pd.DataFrame:
     """An attention store's metrics, one row per prompt × layer × head (``head`` -1: the head mean).
 
     The streamed metrics are each group's ``metrics`` array; the spectral ranks come from its
     ``singular_values`` (NaN for the heads of the prompts that do not keep them). No map is read.
+    ``weighting``: of the weights, or of the value-weighted maps (``value_metrics``; their
+    spectral ranks are NaN: no singular values are stored for them).
     """
     root = open_store(path)
     num_heads, kv_head = root.attrs["num_heads"], root.attrs["kv_head"]
     frames = []
     for group in prompt_groups(root):
-        streamed, sigma = group["metrics"][...], group["singular_values"][...]
-        spectral = np.apply_along_axis(spectral_ranks, 2, sigma, epsilon)
+        streamed = group[weighted_array("metrics", weighting)][...]
+        if weighting == WEIGHTS:
+            spectral = np.apply_along_axis(spectral_ranks, 2, group["singular_values"][...], epsilon)
+        else:
+            spectral = np.full((*streamed.shape[:2], len(SPECTRAL)), np.nan)
         values = np.concatenate([streamed, spectral], axis=2)
         num_layers = streamed.shape[0]
         layers, maps = np.meshgrid(np.arange(num_layers), np.arange(num_heads + 1), indexing="ij")

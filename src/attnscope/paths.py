@@ -35,6 +35,9 @@ METRICS = f"results/metrics/{RUN}.parquet"
 METRICS_SUMMARY = f"results/metrics/{RUN}.summary.parquet"
 METRICS_SUMMARY_MD = f"results/metrics/{RUN}.summary.md"
 CHOICES = f"results/metrics/{RUN}.choices.parquet"
+VALUE_METRICS = f"results/metrics/{RUN}.value.parquet"
+"""The metrics table of the value-weighted maps (``METRICS``'s columns, spectral ranks NaN)."""
+VALUE_CHOICES = f"results/metrics/{RUN}.value_choices.parquet"
 
 SPECTRA = "results/spectra/{model}/{variant}.parquet"
 SINGULAR_VALUES = "results/spectra/{model}/{variant}.zarr"
@@ -64,6 +67,8 @@ METRIC_CURVES_ACROSS_MODELS = "results/figures/across_models/{experiment}_metric
 HEAD_TYPE_FIGURE = "results/figures/{model}/{variant}_head_types"
 HEAD_CORRELATION_FIGURE = "results/figures/{model}/head_correlations"
 ROLLOUT_FIGURE = f"results/figures/{RUN}_rollout"
+VALUE_ROLLOUT_FIGURE = f"results/figures/{RUN}_rollout_value"
+"""The rollout of the value-weighted maps (``ROLLOUT_FIGURE``: of the weights)."""
 
 KNOCKOUT = f"results/knockout/{RUN}.parquet"
 """One knockout (a knockout variant) on one experiment: its per-prompt effects."""

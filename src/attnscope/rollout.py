@@ -12,6 +12,10 @@ its key tokens' columns, so every pooled row still sums to 1. The sources are th
 (``sink``, the attention sink; it is left out of its own segment), then each token segment of
 :data:`attnscope.store.SEGMENTS`, the shot words and shot clues one per shot.
 
+The same rollout runs on the value-weighted head-mean maps (``value_head_mean``: each key's
+weight times the norm of what its value writes, rows as shares), the table's ``weighting`` column
+saying which.
+
 Pure numpy on stored maps (no model, no torch).
 """
 
@@ -31,8 +35,10 @@ from attnscope.store import (
     SHOT_WORD,
     TARGET,
     TEMPLATE,
+    WEIGHTINGS,
     open_store,
     prompt_groups,
+    weighted_array,
 )
 
 SINK = "sink"
@@ -43,7 +49,7 @@ PER_SHOT = frozenset({SHOT_WORD, SHOT_CLUE})
 """The sources counted per shot (``shot`` 1..k); the others have ``shot`` 0."""
 QUERIES = (TARGET, GENERATED)
 """The query units whose rows the table keeps: the target word and the generated clue."""
-COLUMNS = ("prompt_index", "prompt_id", "target", "query", "layer", "source", "shot", "share")
+COLUMNS = ("prompt_index", "prompt_id", "target", "weighting", "query", "layer", "source", "shot", "share")
 """The columns of the rollout table, in order."""
 
 
@@ -125,9 +131,10 @@ def prompt_rollout(
     )
 
 
-def rollout_table(path: str | os.PathLike) -> pd.DataFrame:
-    """The rollout table of the attention store at ``path``: one row per prompt × query unit ×
-    layer × source (:data:`COLUMNS`); ``layer`` l holds the rollout through layers 0..l."""
+def rollout_table(path: str | os.PathLike, weightings: Sequence[str] = WEIGHTINGS) -> pd.DataFrame:
+    """The rollout table of the attention store at ``path``: one row per prompt × weighting
+    (:data:`attnscope.store.WEIGHTINGS`) × query unit × layer × source (:data:`COLUMNS`);
+    ``layer`` l holds the rollout through layers 0..l."""
     frames = []
     with threadpool_limits(limits=1, user_api="blas"):  # a few rows times one map: threads only wait
         for group in prompt_groups(open_store(path)):
@@ -137,6 +144,8 @@ def rollout_table(path: str | os.PathLike) -> pd.DataFrame:
                 raise KeyError(
                     f"{path}/{group.basename}: attributes {missing} missing; rerun its extract_attention job"
                 )
-            frame = prompt_rollout(group["head_mean"][...], attrs["token_segment"], attrs["token_shot"])
-            frames.append(frame.assign(**{key: attrs[key] for key in COLUMNS[:3]}))
+            for weighting in weightings:
+                maps = group[weighted_array("head_mean", weighting)][...]
+                frame = prompt_rollout(maps, attrs["token_segment"], attrs["token_shot"])
+                frames.append(frame.assign(weighting=weighting, **{key: attrs[key] for key in COLUMNS[:3]}))
     return pd.concat(frames, ignore_index=True)[list(COLUMNS)]

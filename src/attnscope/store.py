@@ -33,11 +33,24 @@ SEGMENTS = (TEMPLATE, INSTRUCTION_SEGMENT, SHOT_WORD, SHOT_CLUE, TARGET, GENERAT
 # The segments made of words: word-level maps, plotted tokens and the value domain use these.
 WORD_SEGMENTS = (SHOT_WORD, SHOT_CLUE, TARGET, GENERATED)
 
-STORE_VERSION = 7
+STORE_VERSION = 8
 """The layout version a store records at its root (``store_version``); readers refuse others."""
 
 # The ``head`` (metrics tables) / ``map`` (stores) index of the head-mean map.
 HEAD_MEAN = -1
+
+WEIGHTS, VALUE_WEIGHTED = "weights", "value-weighted"
+WEIGHTINGS = (WEIGHTS, VALUE_WEIGHTED)
+"""What a map holds: the attention weights, or the value-weighted maps (the ``value_*`` arrays)."""
+
+
+def weighted_array(name: str, weighting: str) -> str:
+    """The array of a prompt group that holds ``name`` (``head_mean``, ``metrics``, ...) under
+    ``weighting``."""
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"unknown weighting {weighting!r}; expected one of {', '.join(WEIGHTINGS)}")
+    return name if weighting == WEIGHTS else f"value_{name}"
+
 
 # The arrays of a prompt group and their named dimensions.
 DIMENSIONS = {
@@ -50,6 +63,11 @@ DIMENSIONS = {
     "metrics": ("layer", "map", "metric"),
     "singular_values": ("layer", "map", "singular_value"),
     "choices": ("layer", "choice", "choice_metric"),
+    "value_attn": ("layer", "head", "query", "key"),
+    "value_head_mean": ("layer", "query", "key"),
+    "value_word_attn_sum": ("layer", "query_word", "key_word"),
+    "value_metrics": ("layer", "map", "metric"),
+    "value_choices": ("layer", "choice", "choice_metric"),
 }
 
 
@@ -107,10 +125,11 @@ def open_attention(path: str | os.PathLike) -> xr.DataTree:
 
     Each child's Dataset has ``attn`` (prompts that keep heads), ``head_mean``,
     ``word_attn_sum``, ``word_attn_mean_query``, ``thesis_word_attn_sum``, ``cosine``,
-    ``metrics``, ``singular_values`` and ``choices`` with named dimensions (layer, head, query,
-    key, query_word, key_word, query_thesis_word, key_thesis_word, map, metric,
-    singular_value, choice, choice_metric) and token coordinates (``query_token``,
-    ``query_segment``, ``query_shot``, ``query_token_word``, the same for ``key``;
+    ``metrics``, ``singular_values`` and ``choices``, and the value-weighted ``value_attn``,
+    ``value_head_mean``, ``value_word_attn_sum``, ``value_metrics``, ``value_choices``, with
+    named dimensions (layer, head, query, key, query_word, key_word, query_thesis_word,
+    key_thesis_word, map, metric, singular_value, choice, choice_metric) and token coordinates
+    (``query_token``, ``query_segment``, ``query_shot``, ``query_token_word``, the same for ``key``;
     ``query_word_text``, ``query_thesis_word_text`` etc. for the words). Arrays are read from
     disk only when indexed or loaded. The root's attributes are the store's: model,
     variant, config digest, ``kv_head``, and ``prompts`` (group, prompt_id, target).

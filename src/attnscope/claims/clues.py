@@ -85,6 +85,7 @@ def more_shots(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
         for k, n in per_target.notna().sum().items()
     )
     step_text = ", ".join(f"k{b} − k{a} {step}" for (a, b), step in zip(zip(ks, ks[1:]), steps))
-    measured = f"{category}: mean chrF {levels}; paired per target: {step_text}"
-    n_seeds = of_category.drop_duplicates(["experiment"]).groupby("k").size().max()
-    return Result(verdict, overall, measured, n_seeds=int(n_seeds))
+    draws = of_category.drop_duplicates(["experiment"]).groupby("k").size()
+    draw_text = ", ".join(f"k={k} {n}" for k, n in draws.items())
+    measured = f"{category}: mean chrF {levels}; paired per target: {step_text}; shot draws {draw_text}"
+    return Result(verdict, overall, measured, n_seeds=int(draws.min()))  # the fewest of any k

@@ -12,6 +12,7 @@ import numpy as np
 from attnscope import stats
 from attnscope.claims.tables import band_name
 from attnscope.stats import Interval
+from attnscope.store import WEIGHTS
 from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED, SUPPORTED
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ COLUMNS = [
     "threshold",
     "verdict",
     "robust",
+    "value_weighted",
     "experiment",
     "variants",
 ]
@@ -40,6 +42,7 @@ SENSITIVITY_COLUMNS = [
     "model",
     "claim",
     "statement",
+    "weighting",
     "setting",
     "estimate",
     "low",
@@ -109,9 +112,17 @@ class Setting:
     form: str | None = None
     scale_free: bool = False
     null: str | None = None
+    weighting: str = WEIGHTS
+    """The maps the attention claims read: the weights, or the value-weighted maps."""
 
     def label(self) -> str:
-        parts = [self.choice, band_name(self.band) if self.band is not None else None, self.form, self.null]
+        parts = [
+            None if self.weighting == WEIGHTS else self.weighting,
+            self.choice,
+            band_name(self.band) if self.band is not None else None,
+            self.form,
+            self.null,
+        ]
         if self.scale_free:
             parts.append("scale-free")
         return ", ".join(p for p in parts if p) or "–"

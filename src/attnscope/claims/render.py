@@ -64,8 +64,10 @@ def claims_markdown(table: pd.DataFrame, sensitivity: pd.DataFrame, header: Mapp
         "that meet the criterion, its interval over the init seeds), the draws it rests on, the verdict "
         "from the whole interval under the thesis's own analysis choice (attention: keys and queries "
         "restricted to the words and clues, the rows as the model gave them; over layer bands only "
-        "where every band agrees; weights: the stored matrices), and whether every other setting "
-        'agrees (robust, with what it covers; docs/figures.md, "Claims").'
+        "where every band agrees; weights: the stored matrices), whether every other setting "
+        'agrees (robust, with what it covers; docs/figures.md, "Claims"), and the verdict of the same '
+        "test on the value-weighted maps (each key's weight times the norm of what its value writes "
+        "through the head; not part of robust: a different question, not another analysis choice)."
     )
     for model, rows in table.groupby("model", sort=False):
         counts = rows["verdict"].value_counts()
@@ -77,9 +79,30 @@ def claims_markdown(table: pd.DataFrame, sensitivity: pd.DataFrame, header: Mapp
             estimate=with_interval(rows),
             n=[_draws(p, s) for p, s in zip(rows["n_prompts"], rows["n_seeds"])],
             verdict=rows["verdict"].map(lambda v: f"**{v}**"),
-        )[["section", "statement", "metric", "estimate", "n", "measured", "threshold", "verdict", "robust"]]
+        )[
+            [
+                "section",
+                "statement",
+                "metric",
+                "estimate",
+                "n",
+                "measured",
+                "threshold",
+                "verdict",
+                "robust",
+                "value_weighted",
+            ]
+        ]
         parts.append(
-            markdown_table(shown.rename(columns={"estimate": "estimate [95 % CI]", "n": "rests on"}))
+            markdown_table(
+                shown.rename(
+                    columns={
+                        "estimate": "estimate [95 % CI]",
+                        "n": "rests on",
+                        "value_weighted": "on value-weighted maps",
+                    }
+                )
+            )
         )
         of_model = sensitivity[sensitivity["model"] == model]
         parts += ["", f"### {model}: every analysis choice", ""]

@@ -22,6 +22,7 @@ from attnscope.claims.registry import CLAIMS
 from attnscope.claims.tables import DEFAULT_BANDS, THESIS_CHOICE, band_name
 from attnscope.evidence import Evidence
 from attnscope.matrices import FORMS
+from attnscope.store import VALUE_WEIGHTED
 from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED
 
 
@@ -36,10 +37,13 @@ def settings(claim: Claim, ev: Evidence, bands: Sequence[str | int]) -> list[Set
         "scale_free": [False, True],
         "null": ["formula", "init seeds"],
     }
-    return [
+    weights = [
         Setting(**dict(zip(claim.varies, values)))
         for values in itertools.product(*(options[name] for name in claim.varies))
     ]
+    if "choice" not in claim.varies or ev.value_choices.empty:
+        return weights
+    return weights + [replace(setting, weighting=VALUE_WEIGHTED) for setting in weights]
 
 
 def _verdict_on(ev: Evidence, verdict: str) -> str:
@@ -58,7 +62,7 @@ def _measure_all(ev: Evidence, th: Thresholds, bands: Sequence[str | int]) -> li
     rows: dict[tuple[str, str], _Row] = {}
     for claim in CLAIMS:
         for setting in settings(claim, ev, bands):
-            measured = claim.measure(ev, th, setting)
+            measured = claim.measure(ev.weighted(setting.weighting), th, setting)
             results = measured if isinstance(measured, list) else [(claim.statement, measured)]
             for statement, result in results:
                 row = rows.setdefault((claim.claim, statement), _Row(claim, statement))
@@ -76,7 +80,7 @@ def robustness(ev: Evidence, results: Mapping[Setting, Result]) -> str:
     ones that differ (``–`` with nothing to compare: one setting, or none measured); either way
     with what the agreement covers: the settings varied and the draws (shot or init seeds)."""
     (first, headline), *others = results.items()
-    measured = [(s, r) for s, r in others if r.verdict != NOT_MEASURED]
+    measured = [(s, r) for s, r in others if r.verdict != NOT_MEASURED and s.weighting == first.weighting]
     if not measured or headline.verdict == NOT_MEASURED:
         return "–"
     varied = [
@@ -97,7 +101,11 @@ def headline(ev: Evidence, results: Mapping[Setting, Result]) -> tuple[Setting, 
     measured over layer bands, its verdict stands only if every band agrees under that choice,
     else it is *inconclusive* and the measured text says which band gives which verdict."""
     (setting, result), *_ = results.items()
-    by_band = {s.band: r for s, r in results.items() if s.band is not None and s.choice == setting.choice}
+    by_band = {
+        s.band: r
+        for s, r in results.items()
+        if s.band is not None and s.choice == setting.choice and s.weighting == setting.weighting
+    }
     verdicts = {band: r.verdict for band, r in by_band.items() if r.verdict != NOT_MEASURED}
     if len(set(verdicts.values())) <= 1:
         return setting, result
@@ -108,6 +116,17 @@ def headline(ev: Evidence, results: Mapping[Setting, Result]) -> tuple[Setting, 
         f"the bands disagree ({disagree}), so no band decides; {band_name(setting.band)}: {result.measured}"
     )
     return setting, replace(result, verdict=INCONCLUSIVE, measured=measured)
+
+
+def on_value_weighted(ev: Evidence, results: Mapping[Setting, Result]) -> str:
+    """The claim's verdict and estimate on the value-weighted maps under the headline's setting
+    (its bands as :func:`headline` reads them), or ``–`` where it is not measured on them."""
+    if not results:
+        return "–"
+    _, result = headline(ev, results)
+    if result.verdict == NOT_MEASURED:
+        return "–"
+    return f"{_verdict_on(ev, result.verdict)}: {result.interval}"
 
 
 def evaluate(
@@ -124,6 +143,7 @@ def evaluate(
             continue
         setting, result = headline(evidence, row.results)
         interval = result.interval
+        value_results = {s: r for s, r in row.results.items() if s.weighting == VALUE_WEIGHTED}
         table.append(
             {
                 "model": evidence.model,
@@ -141,6 +161,7 @@ def evaluate(
                 "threshold": row.claim.threshold.format(t=thresholds),
                 "verdict": _verdict_on(evidence, result.verdict),
                 "robust": robustness(evidence, row.results),
+                "value_weighted": on_value_weighted(evidence, value_results),
                 "experiment": evidence.experiment,
                 "variants": result.variants,
             }
@@ -151,6 +172,7 @@ def evaluate(
                     "model": evidence.model,
                     "claim": row.claim.claim,
                     "statement": row.statement,
+                    "weighting": setting.weighting,
                     "setting": setting.label(),
                     "estimate": result.interval.estimate,
                     "low": result.interval.low,
