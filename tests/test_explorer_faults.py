@@ -8,6 +8,7 @@ keeps serving."""
 from __future__ import annotations
 
 import http.client
+import io
 import json
 import logging
 import os
@@ -267,7 +268,7 @@ def test_malformed_stores_are_listed_unavailable_and_the_others_serve(malformed,
     assert set(reasons) == set(STORE_FAULTS), reasons
     assert "not a readable Zarr group" in reasons["attrs-list"] and "Traceback" not in reasons["attrs-list"]
     assert "'prompts' missing" in reasons["no-prompts"] and "'num_layers' missing" in reasons["no-num-layers"]
-    assert "prompts[0]" in reasons["prompt-path"] and "'num_heads' is '4'" in reasons["num-heads-text"]
+    assert "prompts[0]" in reasons["prompt-path"] and "'num_heads' is a str" in reasons["num-heads-text"]
     assert all(variant in caplog.text for variant in STORE_FAULTS)  # logged with the reason
     with serving(reader) as address:
         status, _, body = request(address, "/api/index")
@@ -278,6 +279,42 @@ def test_malformed_stores_are_listed_unavailable_and_the_others_serve(malformed,
         assert_good_store_serves(address, results)
         status, headers, body = request(address, map_path("attrs-list"))
         assert status == 404 and "no store" in json_error(status, headers, body)
+
+
+STORE_SECRET = "SECRET-TOKEN-abc"
+SECRET_FAULTS: dict[str, Callable[[Path], None]] = {
+    # zarr's exception texts quote these ("... Got SECRET-TOKEN-abc.", "unexpected keyword argument ...")
+    "format-secret": edit_root("zarr_format", STORE_SECRET),
+    "key-secret": edit_root(STORE_SECRET, {"must_understand": False}),
+    # check_attrs's reasons once quoted the values
+    "version-secret": edit_attrs(lambda a: a.update(store_version=STORE_SECRET)),
+    "heads-secret": edit_attrs(lambda a: a.update(num_heads=STORE_SECRET)),
+}
+
+
+def test_a_malformed_root_json_is_never_echoed_in_the_index(results, tmp_path, caplog):
+    """A store whose root ``zarr.json`` carries other text is listed unavailable with a reason in
+    our words (the file named, the exception's type at most); zarr's message reaches the log only."""
+    shutil.copytree(store_path(results, GOOD), store_path(tmp_path, GOOD))
+    for variant, damage in SECRET_FAULTS.items():
+        shutil.copytree(store_path(results, GOOD), store_path(tmp_path, variant))
+        damage(store_path(tmp_path, variant))
+    with caplog.at_level(logging.WARNING, logger="attnscope"):
+        reader = StoreReader(tmp_path)
+    with serving(reader) as address:
+        status, _, body = request(address, "/api/index")
+    assert status == 200
+    pieces = {STORE_SECRET[i : i + 4] for i in range(len(STORE_SECRET) - 3)}
+    assert not [piece for piece in pieces if piece.encode() in body], body
+    index = json.loads(body)
+    assert [store["variant"] for store in index["stores"]] == [GOOD]
+    reasons = {Path(u["path"]).parent.name: u["reason"] for u in index["unavailable"]}
+    assert set(reasons) == set(SECRET_FAULTS) and all(reasons.values()), reasons
+    relative = f"attention/{MODEL}/format-secret/{EXPERIMENT}.zarr/zarr.json"
+    assert relative in reasons["format-secret"] and "not valid Zarr v3" in reasons["format-secret"]
+    for variant in ("format-secret", "key-secret"):  # zarr's full message, on the terminal once
+        logged = [r.getMessage() for r in caplog.records if f"/{variant}/" in r.getMessage()]
+        assert len(logged) == 1 and STORE_SECRET in logged[0], logged
 
 
 # --- hostile requests ---
@@ -356,6 +393,59 @@ def test_a_foreign_host_header_is_refused(good_server, results):
         assert str(results).encode() not in body
     for host in (f"127.0.0.1:{good_server[1]}", f"localhost:{good_server[1]}", "LOCALHOST"):
         assert request(good_server, "/api/index", headers={"Host": host})[0] == 200, host
+
+
+class FakeConnection:
+    """A client connection without a socket: the request's bytes in, the answer's bytes kept."""
+
+    def __init__(self, data: bytes):
+        self.data, self.sent = data, bytearray()
+
+    def settimeout(self, timeout: float | None) -> None:
+        pass
+
+    def makefile(self, mode: str, buffering: int = -1) -> io.BytesIO:
+        return io.BytesIO(self.data)
+
+    def sendall(self, data: bytes) -> None:
+        self.sent += data
+
+
+class IndexOnly:
+    """A reader with an empty index: enough for the Host check."""
+
+    def index(self) -> dict:
+        return {"stores": []}
+
+
+@pytest.mark.parametrize(
+    ("bind", "host", "status"),
+    [
+        ("0.0.0.0", "192.168.1.5:8000", 200),  # every interface: any IP address names this server
+        ("0.0.0.0", "192.168.1.5", 200),
+        ("0.0.0.0", "[fe80::1]:8000", 200),
+        ("0.0.0.0", "localhost:8000", 200),
+        ("0.0.0.0", "evil.example:8000", 421),  # a host name: DNS rebinding
+        ("0.0.0.0", "192.168.1.5.evil.example", 421),
+        ("::", "192.168.1.5:8000", 200),
+        ("::", "[fe80::1]:8000", 200),
+        ("::", "evil.example", 421),
+        ("127.0.0.1", "192.168.1.5", 421),  # loopback: loopback names only
+        ("127.0.0.1", "[fe80::1]:8000", 421),
+        ("127.0.0.1", "localhost:8000", 200),
+        ("192.168.1.5", "192.168.1.5:8000", 200),  # one address: that address
+        ("192.168.1.5", "192.168.1.6:8000", 421),
+    ],
+)
+def test_the_host_check_of_the_bind_address(bind, host, status):
+    handler = server.make_handler(IndexOnly(), bind)
+    connection = FakeConnection(f"GET /api/index HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+    handler(connection, ("192.168.1.7", 50000), None)
+    head, _, body = bytes(connection.sent).partition(b"\r\n\r\n")
+    assert head.startswith(f"HTTP/1.1 {status} ".encode()), head
+    assert b"Content-Type: application/json" in head
+    answer = json.loads(body)
+    assert ("not served" in answer["error"]) if status == 421 else answer == {"stores": []}
 
 
 def test_head_is_served_and_nothing_changes_state(good_server):

@@ -213,19 +213,27 @@ def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
+def _shown(value: Any) -> str:
+    """A stored value in a reason: an integer as itself, anything else by its type only (the
+    store's text is never echoed)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return "null" if value is None else f"a {type(value).__name__}"
+
+
 def check_attrs(attrs: dict[str, Any]) -> str | None:
     """What is wrong with a store's root attributes (None: nothing): this explorer's
     ``store_version``, ``num_layers`` and ``num_heads`` positive integers, ``metrics`` a list of
     names, ``prompts`` a non-empty list of ``{group, target}`` with plain group names."""
     version = attrs.get("store_version")
     if version != STORE_VERSION:
-        return f"store version {version}, this explorer reads version {STORE_VERSION}"
+        return f"store version {_shown(version)}, this explorer reads version {STORE_VERSION}"
     for key in ("num_layers", "num_heads", "metrics", "prompts"):
         if key not in attrs:
             return f"attribute {key!r} missing"
     for key in ("num_layers", "num_heads"):
         if not _is_count(attrs[key]):
-            return f"attribute {key!r} is {attrs[key]!r}, not a positive integer"
+            return f"attribute {key!r} is {_shown(attrs[key])}, not a positive integer"
     metrics, prompts = attrs["metrics"], attrs["prompts"]
     if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
         return f"attribute 'metrics' is a {type(metrics).__name__}, not a list of names"
@@ -316,15 +324,17 @@ class StoreReader:
         self.tables: dict[Path, tuple[tuple[int, int], pd.DataFrame]] = {}
         self._scan()
 
-    def _problem(self, text: str) -> None:
-        """A problem of the results folder: in the index (the page shows it) and on the terminal."""
+    def _problem(self, text: str, error: Exception | None = None) -> None:
+        """A problem of the results folder: in the index (the page shows it) and on the terminal,
+        there with the ``error`` behind it (its text can quote a file's bytes: never in the index)."""
         self.problems.append(text)
-        log.warning("attnscope explore: %s", text)
+        detail = "" if error is None else f" ({type(error).__name__}: {error})"
+        log.warning("attnscope explore: %s%s", text, detail)
 
-    def _skip(self, path: Path, reason: str) -> None:
+    def _skip(self, path: Path, reason: str, error: Exception | None = None) -> None:
         """Leave a store out, with its reason in the problems and the index's ``unavailable``."""
         self.unavailable.append({"path": str(path), "reason": reason})
-        self._problem(f"{path}: {reason}; {RERUN}")
+        self._problem(f"{path}: {reason}; {RERUN}", error)
 
     def _open(self, path: Path) -> StoreEntry | None:
         """The store at ``path`` if it opens and its attributes pass :func:`check_attrs`, else None."""
@@ -335,7 +345,10 @@ class StoreReader:
             )
             attrs = root.attrs.asdict()
         except Exception as err:  # any malformed zarr.json: zarr raises many types; the store is skipped
-            self._skip(path, f"not a readable Zarr group ({type(err).__name__}: {str(err)[:200]})")
+            metadata = path / ZARR_JSON
+            name = metadata.relative_to(self.results)
+            what = f"{name} is not valid Zarr v3 group metadata" if metadata.is_file() else f"no {name}"
+            self._skip(path, f"not a readable Zarr group: {what} ({type(err).__name__})", err)
             return None
         reason = check_attrs(attrs)
         if reason is not None:

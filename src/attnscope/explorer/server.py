@@ -3,13 +3,14 @@
 
 Read-only (GET and HEAD; other methods get 405), HTTP/1.1 with keep-alive, a timeout per
 connection, a listen backlog for bursts of requests, the ``Host`` header checked against the
-loopback names and the address served (a page of another site cannot read the results through
-DNS rebinding), and every error, the standard library's own included, answered as one line of
-JSON (``{"error": ...}``).
+loopback names and the address served, or any IP address where that is every interface (a page
+of another site cannot read the results through DNS rebinding), and every error, the standard
+library's own included, answered as one line of JSON (``{"error": ...}``).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import re
@@ -29,6 +30,8 @@ log = logging.getLogger("attnscope")
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 """``Host`` names always accepted (the server binds to loopback by default)."""
+WILDCARD_ADDRESSES = frozenset({"0.0.0.0", "::"})
+"""Bind addresses of every interface: a ``Host`` that is any IP address is then accepted."""
 REQUEST_QUEUE_SIZE = 128
 """The listen backlog: a burst of page requests waits in it instead of losing SYNs."""
 CONNECTION_TIMEOUT_S = 15
@@ -60,6 +63,28 @@ def host_name(header: str | None) -> str | None:
     return header.rsplit(":", 1)[0].lower() if header.count(":") == 1 else header.lower()
 
 
+def _is_ip(name: str) -> bool:
+    """Whether ``name`` is an IP address (IPv4 or IPv6), not a host name."""
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def host_allowed(header: str | None, bind: str) -> bool:
+    """Whether a ``Host`` header names a server listening on ``bind``: a loopback name, ``bind``
+    itself, or, where ``bind`` is every interface (0.0.0.0, ::), any IP address. DNS rebinding
+    needs a host name of the attacker's, so an IP address is never another site's; other host
+    names are refused."""
+    name = host_name(header)
+    if name is None:
+        return False
+    if name in LOOPBACK_NAMES or name == bind.lower():
+        return True
+    return bind in WILDCARD_ADDRESSES and _is_ip(name)
+
+
 def query_int(query: dict[str, str], name: str, default: int | None = None) -> int:
     """The integer parameter ``name`` of a query (``default`` when absent and not None)."""
     if name not in query and default is not None:
@@ -81,9 +106,10 @@ def query_str(query: dict[str, str], name: str, default: str | None = None) -> s
     return query[name]
 
 
-def make_handler(reader: StoreReader, allowed_hosts: frozenset[str] = LOOPBACK_NAMES) -> type:
-    """A request handler class bound to ``reader`` (anything with its methods), accepting the
-    ``Host`` names ``allowed_hosts`` (GET and HEAD only: the server never writes)."""
+def make_handler(reader: StoreReader, bind: str = "127.0.0.1") -> type:
+    """A request handler class bound to ``reader`` (anything with its methods), for a server
+    listening on ``bind`` (the ``Host`` headers :func:`host_allowed` accepts; GET and HEAD only:
+    the server never writes)."""
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "attnscope-explorer"
@@ -121,7 +147,7 @@ def make_handler(reader: StoreReader, allowed_hosts: frozenset[str] = LOOPBACK_N
             self._json({"error": text}, HTTPStatus(code), {"Connection": "close"})
 
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            if host_name(self.headers.get("Host")) not in allowed_hosts:
+            if not host_allowed(self.headers.get("Host"), bind):
                 error = f"Host {self.headers.get('Host')!r} not served; open the URL the server printed"
                 self._json({"error": error}, HTTPStatus.MISDIRECTED_REQUEST)
                 return
@@ -198,6 +224,6 @@ class ExplorerServer(ThreadingHTTPServer):
 
 
 def make_server(reader: StoreReader, host: str = "127.0.0.1", port: int = 8765) -> ExplorerServer:
-    """The HTTP server over ``reader`` on ``host`` (``port`` 0: a free port), accepting ``Host``
-    headers of the loopback names and ``host``; call ``serve_forever``."""
-    return ExplorerServer((host, port), make_handler(reader, LOOPBACK_NAMES | {host.lower()}))
+    """The HTTP server over ``reader`` on ``host`` (``port`` 0: a free port), accepting the ``Host``
+    headers :func:`host_allowed` accepts for ``host``; call ``serve_forever``."""
+    return ExplorerServer((host, port), make_handler(reader, host))
