@@ -413,6 +413,8 @@ def test_alignment_null_from_the_init_seeds_spread():
     rows = sensitivity[sensitivity["claim"] == "alignment-layer-small"].set_index("setting")
     assert rows.loc["formula", "verdict"] == NOT_REPLICATED
     assert rows.loc["init seeds", "estimate"] > 0.8 and rows.loc["init seeds", "n_seeds"] == 4
+    # The heads (layers) are the population and no one seed gives a share: a point either way.
+    assert (rows["low"] == rows["estimate"]).all() and (rows["high"] == rows["estimate"]).all()
     three = {k: tables[k] for k in ["trained", "random-s0", "random-s1"]}  # too few seeds: formula only
     _, sensitivity = claims.evaluate(evidence(alignment=three))
     assert list(sensitivity.loc[sensitivity["claim"] == "alignment-layer-small", "setting"]) == ["formula"]
@@ -550,7 +552,7 @@ def test_identical_replicates_do_not_narrow_the_interval():
 
 
 def test_table_and_markdown():
-    ev = evidence(choices(diagonal_share=bands(0.8, 0.2, 0.8)))
+    ev = evidence(choices(diagonal_share=bands(0.8, 0.2, 0.8)), spectra=spectra_tables(1.0))
     table, sensitivity = claims.evaluate(ev)
     assert list(table.columns) == claims.COLUMNS and list(sensitivity.columns) == claims.SENSITIVITY_COLUMNS
     known = set(claims.VERDICTS) | {NOT_REPLICATED}
@@ -565,6 +567,16 @@ def test_table_and_markdown():
     assert text.startswith("# Thesis claims") and "**supported**" in text
     assert "## m (experiment animals-k3)" in text and "### m: every analysis choice" in text
     assert "Measured on m: " in text and "20 target words" in text
+    # Each row says which setting its verdict rests on: the choice and band, the weights' form.
+    main = text.split("### m: every analysis choice")[0].splitlines()
+    cells = {line.split(" | ")[1]: line.split(" | ")[2:5] for line in main if line.startswith("| ")}
+    assert cells["statement"] == ["metric", "setting", "estimate [95 % CI]"]
+    assert [cells[s][1] for s in table["statement"]] == list(table["setting"])
+    assert cells["Early layers are nearly diagonal-dominant"][1] == "words, thirds"
+    assert cells["W_q: learned σ_max larger than random (thesis: 3–4 vs 2)"][1] == "raw"
+    # Both pages say that the thesis's choice keeps the rows as the model gave them.
+    page = claims.claims_html(table, {"m": claims.measured_on(ev)})
+    assert all("the rows as the model gave them, unnormalised" in t for t in (text, page))
 
 
 def _alpha(variant: str, **metrics) -> Evidence:
@@ -593,13 +605,42 @@ def _shots(*levels) -> Evidence:
     return evidence(clues=pd.DataFrame(rows))
 
 
-def _sv_max(passing: int, layers: int = 30) -> Evidence:
-    """W_q's σ_max above random in ``passing`` of ``layers`` layers."""
-    trained = pd.DataFrame(
-        {"layer": range(layers), "matrix": "q", "form": "raw", "sum_sigma2": 1.0, "lambda_max": 1.0,
-         "sv_max": np.where(np.arange(layers) < passing, 2.0, 0.5)}
+def _spectrum(matrix: str, measure: str, meets: float, fails: tuple[float, ...], passing: int) -> Evidence:
+    """Spectra of W_q, W_k, W_v (30 layers, one init seed, every ratio 1) but ``measure`` of
+    W_``matrix``, whose learned/random ratio is ``meets`` in ``passing`` layers and cycles through
+    ``fails`` in the rest."""
+    layers = 30
+    random = pd.DataFrame(
+        [{"layer": layer, "matrix": m, "form": "raw", "sum_sigma2": 1.0, "lambda_max": 1.0, "sv_max": 1.0}
+         for layer in range(layers) for m in ("q", "k", "v")]
     )  # fmt: skip
-    return evidence(spectra={"trained": trained, "random-s0": trained.assign(sv_max=1.0)})
+    ratios = [meets if layer < passing else fails[layer % len(fails)] for layer in random["layer"]]
+    trained = random.assign(**{measure: np.where(random["matrix"] == matrix, ratios, 1.0)})
+    return evidence(spectra={"trained": trained, "random-s0": random})
+
+
+SPECTRUM_ROWS = {
+    # statement: the matrix, the measure, a ratio that meets the criterion, ratios that do not
+    "W_q: learned Σσ² far below random (thesis: n/20–n/10 vs n)": ("q", "sum_sigma2", 0.1, (1.0,)),
+    "W_k: learned Σσ² far below random (thesis: n/20–n/10 vs n)": ("k", "sum_sigma2", 0.1, (1.0,)),
+    "W_q: learned σ_max larger than random (thesis: 3–4 vs 2)": ("q", "sv_max", 2.0, (0.5,)),
+    "W_k: learned σ_max larger than random (thesis: 3–4 vs 2)": ("k", "sv_max", 2.0, (0.5,)),
+    "W_v: learned Σσ² near random (thesis: 0.9n–1.2n vs n)": ("v", "sum_sigma2", 1.0, (0.3, 3.0)),
+    "W_v: learned σ_max larger than random (thesis: 2–3 vs 2)": ("v", "sv_max", 2.0, (0.5,)),
+}
+"""The spectra claim's rows (one per observation and matrix): the ratio that each tests."""
+PER_HEAD_COSINE = "Per head: attention is only weakly related to the embedding cosine similarity"
+
+
+def _per_head(peak: float) -> Evidence:
+    """Head-mean maps weakly related to the cosine (|r| ≤ 0.1 in every layer), every head too but
+    head 2, whose |r| in layer 8 is ``peak``."""
+    frames = []
+    for head in (-1, 0, 1, 2):
+        pearson = [0.05] * 8 + [peak if head == 2 else 0.1]
+        part = choices(cosine_pearson_words=pearson, cosine_spearman_words=0.05, noise=0.01)
+        frames.append(part[part["choice"] == "full"].drop(columns=["choice"]).assign(head=head))
+    return Evidence("m", "animals-k3", choices=choices(), metrics=pd.concat(frames, ignore_index=True))
 
 
 def _knockout(**effect: float) -> Evidence:
@@ -623,7 +664,7 @@ S, NR, IN = claims.SUPPORTED, NOT_REPLICATED, claims.INCONCLUSIVE
 DIAGONAL = {S: bands(0.8, 0.2, 0.8), NR: bands(0.2, 0.1, 0.6), IN: bands(0.5, 0.2, 0.4)}
 ENTROPY = {S: bands(0.5, 0.7, 0.4), NR: bands(0.7, 0.5, 0.6), IN: bands(0.5, 0.55, 0.5)}
 UNSEEDED = {"noise": 0.05}
-REACHABLE = {
+ONE_ROW = {
     "early-diagonal": {
         v: lambda v=v: evidence(choices(diagonal_share=DIAGONAL[v], **UNSEEDED)) for v in DIAGONAL
     },
@@ -692,7 +733,6 @@ REACHABLE = {
         NR: lambda: _shots(10, 20, 10),  # an inverted U: the second step lowers it
         IN: lambda: _shots(10, 10 + np.random.default_rng(1).normal(0, 3, 12)),
     },
-    "spectra": {S: lambda: _sv_max(30), NR: lambda: _sv_max(3), IN: lambda: _sv_max(20)},
     "alignment-layer-small": {
         v: lambda z=z: evidence(alignment=alignment(z))
         for v, z in ((S, [0.5] * 30), (NR, [5.0] * 30), (IN, [5.0, 0.1, 0.1] * 10))
@@ -706,34 +746,87 @@ REACHABLE = {
         for v, z in ((S, [50.0] * 30), (NR, [5000.0] * 30), (IN, [5000.0, 10.0, 10.0] * 10))
     },
 }
+"""Claim → verdict → inputs that give it, for the claims with one row (the registry's statement)."""
+STATEMENTS = {c.claim: c.statement for c in claims.CLAIMS}
+REACHABLE = {
+    **{(claim, STATEMENTS[claim]): cases for claim, cases in ONE_ROW.items()},
+    **{
+        ("spectra", statement): {
+            v: lambda m=m, x=x, meets=meets, fails=fails, n=n: _spectrum(m, x, meets, fails, n)
+            for v, n in ((S, 30), (NR, 3), (IN, 20))
+        }
+        for statement, (m, x, meets, fails) in SPECTRUM_ROWS.items()
+    },
+    ("cosine-weak", PER_HEAD_COSINE): {
+        v: lambda p=p: _per_head(p) for v, p in ((S, 0.1), (NR, 0.7), (IN, 0.4))
+    },  # the head mean stays weak: only the per-head row moves
+}
+"""(claim, statement) → verdict → inputs that give that row that verdict: every row of the table."""
 
 
-def test_the_reachability_matrix_covers_every_claim():
-    assert set(REACHABLE) == {c.claim for c in claims.CLAIMS}
+def full_evidence() -> Evidence:
+    """Every input a claim reads: attention tables of the trained, random and α-edited models with
+    per-head metrics, clues at three k and of both edits, knockouts with their control, spectra
+    of W_q, W_k, W_v, and alignment rows per layer and per head."""
+    attention = [
+        choices(noise=0.05),
+        choices("random-s0", row_entropy=0.97, rng=1),
+        choices("qkscale-a2", row_entropy=0.5, rng=3),
+        choices("qkscale-a0.5", row_entropy=0.9, rng=3),
+    ]
+    clues = _shots(10, 12, 14).clues
+    edits = clue_rows("qkscale-a2", "animals-k3", 3, 5.0, copy=0.8)
+    edits += clue_rows("qkscale-a0.5", "animals-k3", 3, 1.0, clue="", ok=False)
+    knockout = _knockout(**SHOTS_EQUAL, across0=0.0, across1=-0.02).knockout
+    z = [0.5] * 30
+    weights = pd.concat([alignment(z)["trained"], alignment(z, "head")["trained"]], ignore_index=True)
+    return Evidence(
+        "m",
+        "animals-k3",
+        choices=pd.concat(attention, ignore_index=True),
+        metrics=_per_head(0.1).metrics,
+        spectra=spectra_tables(1.0),
+        alignment={"trained": weights},
+        clues=pd.concat([clues, pd.DataFrame(edits)], ignore_index=True),
+        knockout=knockout,
+    )
 
 
-@pytest.mark.parametrize(("claim", "expected"), [(c, v) for c, cases in REACHABLE.items() for v in cases])
-def test_every_claim_reaches_every_verdict(claim, expected):
-    table, _ = claims.evaluate(REACHABLE[claim][expected]())
-    rows = table[table["claim"] == claim]
-    if claim == "spectra":
-        rows = rows[rows["statement"].str.startswith("W_q: learned σ_max")]
+def test_the_reachability_matrix_covers_every_row():
+    """The rows are those the registry gives on inputs that hold everything a claim reads (every
+    row measured), not a list kept by hand: a new claim or statement needs its row here."""
+    table, _ = claims.evaluate(full_evidence())
+    assert claims.NOT_MEASURED not in set(table["verdict"]), table[["claim", "statement", "measured"]]
+    assert set(table["claim"]) == set(STATEMENTS)
+    assert set(zip(table["claim"], table["statement"])) == set(REACHABLE)
+
+
+def _row_id(claim: str, statement: str) -> str:
+    """A row's test id in ASCII: its claim, and for a claim of several rows which one."""
+    if statement in SPECTRUM_ROWS:
+        matrix, measure, *_ = SPECTRUM_ROWS[statement]
+        return f"{claim} W_{matrix} {measure}"
+    return claim + (" per head" if statement == PER_HEAD_COSINE else "")
+
+
+@pytest.mark.parametrize(
+    ("claim", "statement", "expected"),
+    [(c, s, v) for (c, s), cases in REACHABLE.items() for v in cases],
+    ids=[f"{_row_id(c, s)}: {v}" for (c, s), cases in REACHABLE.items() for v in cases],
+)
+def test_every_row_reaches_every_verdict(claim, statement, expected):
+    table, _ = claims.evaluate(REACHABLE[claim, statement][expected]())
+    rows = table[(table["claim"] == claim) & (table["statement"] == statement)]
     assert rows["verdict"].tolist() == [expected], rows["measured"].tolist()
 
 
 def test_cosine_per_head_counts_a_head_that_the_mean_hides():
     """Every head weakly correlated but one (|r| 0.6 in layer 8): the head mean passes, the
     per-head row names that head and does not."""
-    frames = []
-    for head in (-1, 0, 1, 2):
-        pearson = [0.05] * 8 + [0.6 if head == 2 else 0.1]
-        part = choices(cosine_pearson_words=pearson, cosine_spearman_words=0.05, noise=0.01)
-        frames.append(part[part["choice"] == "full"].drop(columns=["choice"]).assign(head=head))
-    ev = Evidence("m", "animals-k3", choices=choices(), metrics=pd.concat(frames, ignore_index=True))
-    table, _ = claims.evaluate(ev)
+    table, _ = claims.evaluate(_per_head(0.6))
     rows = table[table["claim"] == "cosine-weak"].set_index("statement")
     assert rows.loc[COSINE_STATEMENT, "verdict"] == claims.SUPPORTED
-    per_head = rows.loc["Per head: attention is only weakly related to the embedding cosine similarity"]
+    per_head = rows.loc[PER_HEAD_COSINE]
     assert per_head["verdict"] == NOT_REPLICATED and "(layer 8, head 2)" in per_head["measured"]
     assert per_head["estimate"] == pytest.approx(0.6, abs=0.02)
 

@@ -55,7 +55,7 @@ SENSITIVITY_COLUMNS = [
 
 @dataclass(frozen=True)
 class Thresholds:
-    """The bars of every verdict (see ``docs/figures.md``, "Claims")."""
+    """The bars of every verdict (see ``docs/figures.md``, "The claims table")."""
 
     dominant_share: float = 0.5
     """share of a band's rows that must be diagonally dominant (the diagonal at least the rest of the
@@ -138,7 +138,8 @@ class Result:
     variants: str = "trained"
     n_seeds: int = 1
     per_prompt: bool = True
-    """False for weight claims: their estimate counts layers, its interval spans init seeds."""
+    """False for weight claims: their estimate counts layers (heads), its interval spans init seeds
+    (the spectra) or is a point (the alignment)."""
     draws: str = ""
     """What ``n_seeds`` counts ("shot draw", "init seed"; default: from ``per_prompt``)."""
 

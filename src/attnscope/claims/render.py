@@ -54,21 +54,27 @@ def with_interval(rows: pd.DataFrame) -> list[str]:
     ]
 
 
+INTRO = (
+    "Each row: a qualitative claim of the thesis (section), the metric that tests it, the setting its "
+    "verdict rests on (analysis choice and layer band, or the weights' form and null; – where the "
+    "claim has none), the estimate with its 95 % interval (cluster bootstrap over target words; for "
+    "weights the share of layers or heads that meet the criterion, which are the population, not a "
+    "sample: for the spectra its interval runs over the init seeds, for the alignment it is a point), "
+    "the draws it rests on, the verdict from the whole interval under the thesis's own analysis "
+    "choice (attention: keys and queries restricted to the words and clues, the rows as the model "
+    "gave them, unnormalised; over layer bands only where every band agrees; weights: the stored "
+    "matrices), whether every other setting agrees (robust, with what it covers; docs/figures.md, "
+    '"The claims table"), and the verdict of the same test on the value-weighted maps (each key\'s '
+    "weight times the norm of what its value writes through the head; not part of robust: a "
+    "different question, not another analysis choice)."
+)
+"""What the claims table shows, the intro of its Markdown and its HTML page."""
+
+
 def claims_markdown(table: pd.DataFrame, sensitivity: pd.DataFrame, header: Mapping[str, str]) -> str:
     """The claims table as Markdown, one section per model (``header``: model → what it was
     measured on), with its verdict count and its sensitivity table."""
-    parts = ["# Thesis claims against the measurements", ""]
-    parts.append(
-        "Each row: a qualitative claim of the thesis (section), the metric that tests it, the estimate "
-        "with its 95 % interval (cluster bootstrap over target words; for weights the share of layers "
-        "that meet the criterion, its interval over the init seeds), the draws it rests on, the verdict "
-        "from the whole interval under the thesis's own analysis choice (attention: keys and queries "
-        "restricted to the words and clues, the rows as the model gave them; over layer bands only "
-        "where every band agrees; weights: the stored matrices), whether every other setting "
-        'agrees (robust, with what it covers; docs/figures.md, "Claims"), and the verdict of the same '
-        "test on the value-weighted maps (each key's weight times the norm of what its value writes "
-        "through the head; not part of robust: a different question, not another analysis choice)."
-    )
+    parts = ["# Thesis claims against the measurements", "", INTRO]
     for model, rows in table.groupby("model", sort=False):
         counts = rows["verdict"].value_counts()
         order = [v for v in VERDICTS if v in counts] + [v for v in counts.index if v not in VERDICTS]
@@ -84,6 +90,7 @@ def claims_markdown(table: pd.DataFrame, sensitivity: pd.DataFrame, header: Mapp
                 "section",
                 "statement",
                 "metric",
+                "setting",
                 "estimate",
                 "n",
                 "measured",
@@ -126,10 +133,4 @@ def claims_html(table: pd.DataFrame, header: Mapping[str, str]) -> str:
         )
         for model, rows in table.groupby("model", sort=False)
     ]
-    intro = (
-        "Each qualitative claim of the thesis (ch. 7.2.2, 8, 9.1), the metric that tests it, the estimate "
-        "with its 95 % interval (cluster bootstrap over target words), the verdict from the whole interval "
-        "under the thesis's own analysis choice (over layer bands only where every band agrees), and "
-        "whether every other setting agrees (robust)."
-    )
-    return report.html_page("Thesis claims against the measurements", sections, intro)
+    return report.html_page("Thesis claims against the measurements", sections, INTRO)

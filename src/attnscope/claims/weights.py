@@ -97,7 +97,9 @@ def alignment_small(
     cosine·√n, the trace over ‖W_q‖_F‖W_k‖_F, which is ≈ N(0, 1/n) for independent random
     matrices of any scale and so tests the alignment alone. Under the ``init seeds`` null the
     statistic is standardised by the random seeds' own mean and spread per layer (head) instead
-    of the formula's. The layers (heads) are the population, not resampled (:func:`layer_share_interval`)."""
+    of the formula's. The layers (heads) are the population, not resampled, and the share is a point
+    (:func:`layer_share_interval` without seeds): no seed enters the formula's z-score, and the init
+    seeds' null takes their spread together, which one seed alone does not have."""
 
     def statistic(table: pd.DataFrame) -> pd.Series:
         rows = table[table["scope"] == scope].set_index(["layer", "head"] if scope == "head" else ["layer"])
