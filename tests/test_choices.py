@@ -135,6 +135,7 @@ def reference(a: np.ndarray, segment: list[str], shot: np.ndarray, choice: str) 
     as_given = {i: b[i, : i + 1] for i in rows}
     out["boundary_drop"] = boundary_drop(as_given, pos, kshot, kinds)
     out["placebo_drop"] = boundary_drop(as_given, pos, choices.placebo_shots(shot)[keep], kinds)
+    out["permuted_drop"] = boundary_drop(as_given, pos, choices.permuted_shots(shot)[keep], kinds)
     return out
 
 
@@ -243,6 +244,15 @@ def test_placebo_boundaries_cut_every_shot_in_the_middle():
     assert choices.placebo_shots(np.zeros(5, int)).tolist() == [0] * 5
 
 
+def test_permuted_labels_keep_each_shots_count_and_scatter_it():
+    shot = np.array([0, 1, 1, 1, 1, 0, 2, 2, 2, 2, 0, 3, 3, 3, 3, 0])
+    permuted = choices.permuted_shots(shot)
+    assert (permuted == choices.permuted_shots(shot)).all()  # seeded
+    assert (permuted[shot == 0] == 0).all() and (permuted[shot >= 1] >= 1).all()
+    assert np.bincount(permuted).tolist() == np.bincount(shot).tolist()
+    assert not (permuted == shot).all() and not (permuted == choices.permuted_shots(shot, seed=1)).all()
+
+
 def shot_maps(segment: list[str], shot: np.ndarray) -> dict[str, np.ndarray]:
     """Maps built to have, or to lack, attention within shots: pure locality; locality with
     across-shot keys × 0.2 (a real boundary); every shot word × 3, whichever shot it is in (a
@@ -271,12 +281,13 @@ def test_the_boundary_drop_needs_a_boundary_not_locality_or_segments(choice):
     # A shot-blind preference for shot words: within-shot mass up, no drop.
     assert got["shot words"]["within_shot_mass"] > got["locality"]["within_shot_mass"]
     assert abs(got["shot words"]["boundary_drop"]) < 0.15
-    # A real boundary: a clear drop, far above the placebo boundaries' one.
+    # A real boundary: a clear drop, far above the placebo boundaries' one and the permuted labels'.
     assert got["boundary"]["boundary_drop"] > 0.9 and abs(got["boundary"]["placebo_drop"]) < 0.1
+    assert got["boundary"]["boundary_drop"] > 3 * abs(got["boundary"]["permuted_drop"])
     # Attention across shots: a negative drop.
     assert got["across"]["boundary_drop"] < -0.5
     for values in got.values():
-        assert abs(values["placebo_drop"]) < 0.15
+        assert abs(values["placebo_drop"]) < 0.15 and abs(values["permuted_drop"]) < 0.3
 
 
 def test_the_boundary_drop_is_not_identifiable_where_the_format_keeps_shots_apart():

@@ -26,6 +26,7 @@ BASE = {
     "across_shot_mass": 0.1,
     "boundary_drop": 0.5,
     "placebo_drop": 0.0,
+    "permuted_drop": 0.0,
     "small_mass": 0.8,
     "small_share": 0.97,
     "cosine_pearson": 0.1,
@@ -218,6 +219,9 @@ def test_within_shot_from_constructed_drops():
     # A drop the placebo boundaries give as well is no evidence of shots.
     placebo = evidence(choices(boundary_drop=0.5, placebo_drop=0.5))
     assert verdict(placebo, "within-shot") == claims.INCONCLUSIVE
+    permuted = evidence(choices(boundary_drop=0.5, permuted_drop=0.5))
+    assert verdict(permuted, "within-shot") == claims.INCONCLUSIVE
+    assert "minus the permuted labels' drop" in row_of(permuted, "within-shot")["measured"]
 
 
 def test_value_domain_fails_one_hot_maps_and_passes_uniform_ones():

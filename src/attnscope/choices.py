@@ -47,8 +47,11 @@ shot boundaries, < 0 when it crosses them. Where no cell holds both (a prompt fo
 shots keep own- and other-shot keys of the same segments at different distances) it is NaN:
 not identifiable. It is measured on the values as the model gave them under every choice
 (renormalising scales each row by its own visible mass, which a null built from pairs of
-different rows cannot match). ``placebo_drop`` is the same statistic with the shot boundaries moved to
-the middle of every shot (:func:`placebo_shots`); a real boundary effect exceeds it.
+different rows cannot match). Two placebos take the same statistic with fake shots: ``placebo_drop``
+with the shot boundaries moved to the middle of every shot (:func:`placebo_shots`), and
+``permuted_drop`` with the shot tokens' labels permuted at random (:func:`permuted_shots`: own
+and other shots then mix at every distance, so any map scores about 0); a real boundary effect
+exceeds both.
 
 The metrics are vectorised over a prompt's layers and computed in the capture
 (:mod:`attnscope.attention`) from the head-mean maps in memory, layers in chunks of
@@ -84,6 +87,7 @@ CHOICE_METRICS = (
     "diagonal_share",
     "boundary_drop",
     "placebo_drop",
+    "permuted_drop",
     "small_mass",
     "small_share",
 )
@@ -94,6 +98,9 @@ STORED = ("n_queries", *CHOICE_METRICS)
 """The last axis (``choice_metric``) of a prompt group's ``choices`` array, float64."""
 SMALL_VALUE = 0.1
 """The thesis's value domain of token-level attention, [0, 0.1] (ch. 8.2)."""
+PERMUTATION_SEED = 0
+"""Seeds the random permutation of the shot tokens' labels (:func:`permuted_shots`), the same for
+every prompt and layer."""
 CHUNK_VALUES = 1 << 22
 """The capture measures a prompt's layers in chunks of about this many map values, which
 bounds the float32 copies (16 MiB each) for long prompts of many layers."""
@@ -140,6 +147,7 @@ class TokenLabels:
 
     shot: np.ndarray
     placebo: np.ndarray
+    permuted: np.ndarray
     kind: np.ndarray
     drops: dict[bytes, dict[str, np.ndarray]] = field(default_factory=dict, compare=False)
 
@@ -154,7 +162,8 @@ class TokenLabels:
             for t in tokens[kind[tokens] == TEMPLATE]:
                 place = t - tokens[0] if not len(content) or t < content[0] else t - content[-1] + 1000
                 kind[t] = f"{TEMPLATE}:{place}"
-        return cls(shot, placebo_shots(shot), np.unique(kind.astype(str), return_inverse=True)[1].ravel())
+        codes = np.unique(kind.astype(str), return_inverse=True)[1].ravel()
+        return cls(shot, placebo_shots(shot), permuted_shots(shot), codes)
 
 
 def choice_metrics(
@@ -185,7 +194,9 @@ def _measure(
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`choice_metrics` from the maps as float32 and their x·log x."""
     keep = visible_tokens(choice, token_segment)
-    kept = TokenLabels(labels.shot[keep], labels.placebo[keep], labels.kind[keep], labels.drops)
+    kept = TokenLabels(
+        labels.shot[keep], labels.placebo[keep], labels.permuted[keep], labels.kind[keep], labels.drops
+    )
     return _choice_metrics(
         _restrict(values32, keep),
         _restrict(terms, keep),
@@ -266,6 +277,16 @@ def placebo_shots(token_shot: Sequence[int]) -> np.ndarray:
     return np.where(shot >= 1, 1 + np.searchsorted(boundaries, positions, side="right"), 0)
 
 
+def permuted_shots(token_shot: Sequence[int], seed: int = PERMUTATION_SEED) -> np.ndarray:
+    """Shot labels permuted at random among the tokens of shots ≥ 1 (each shot keeps its number
+    of tokens; seeded); tokens outside the shots keep 0. The fake shots are scattered, so own- and
+    other-shot keys of the same segments meet at every distance."""
+    shot = np.asarray(token_shot).copy()
+    inside = shot >= 1
+    shot[inside] = np.random.default_rng(seed).permutation(shot[inside])
+    return shot
+
+
 def _boundary_drop(
     r: np.ndarray, valid: np.ndarray, keep: np.ndarray, shot: np.ndarray, kind: np.ndarray
 ) -> np.ndarray:
@@ -291,15 +312,20 @@ def _boundary_drop(
     if not pair.any():
         return np.full(num_layers, np.nan)
     query, key, own, cell = query[pair], key[pair], own[pair], cell[pair]
-    weight = valid[:, query].astype(np.float64)  # [layer, pair]
-    observed = r[:, query, key].astype(np.float64) * weight
-    # The null: each cell's mean over its valid pairs, layer by layer (pairs sorted by cell).
     order = np.argsort(cell, kind="stable")
     starts = np.flatnonzero(np.r_[True, np.diff(cell[order]) > 0])
+    of_pair = np.searchsorted(cell[order][starts], cell)  # each pair's cell among the kept ones
+    weight = valid[:, query].astype(np.float64)  # [layer, pair]
+    # A cell counts in a layer only where its valid rows hold both an own and an across pair.
+    own_valid = np.add.reduceat((weight * own)[:, order], starts, axis=1)
+    across_valid = np.add.reduceat((weight * ~own)[:, order], starts, axis=1)
+    weight *= ((own_valid > 0) & (across_valid > 0))[:, of_pair]
+    observed = r[:, query, key].astype(np.float64) * weight
+    # The null: each cell's mean over its valid pairs, layer by layer (pairs sorted by cell).
     sums = np.add.reduceat(observed[:, order], starts, axis=1)
     counts = np.add.reduceat(weight[:, order], starts, axis=1)
     means = np.divide(sums, counts, out=np.zeros_like(sums), where=counts > 0)
-    expected = means[:, np.searchsorted(cell[order][starts], cell)] * weight
+    expected = means[:, of_pair] * weight
 
     def log_ratio(part: np.ndarray) -> np.ndarray:
         return _log_ratio(observed[:, part].sum(axis=1), expected[:, part].sum(axis=1))
@@ -316,7 +342,8 @@ def _shot_metrics(
     queries: np.ndarray,
 ) -> dict[str, np.ndarray]:
     """Within- and across-shot masses of the choice's rows ``r`` at ``queries`` (shots ≥ 2), and
-    the boundary drop at the real and at the placebo boundaries (:func:`placebo_shots`) on the
+    the boundary drop at the real shots and at the two placebos' (:func:`placebo_shots`,
+    :func:`permuted_shots`) on the
     values as the model gave them, ``b``: renormalising scales each row by its own visible mass,
     which a null of pairs from different rows cannot match."""
     shot = labels.shot
@@ -331,6 +358,7 @@ def _shot_metrics(
         drops = {
             "boundary_drop": _boundary_drop(b, valid, keep, shot, labels.kind),
             "placebo_drop": _boundary_drop(b, valid, keep, labels.placebo, labels.kind),
+            "permuted_drop": _boundary_drop(b, valid, keep, labels.permuted, labels.kind),
         }
         labels.drops[keep.tobytes()] = drops
     return {

@@ -101,9 +101,9 @@ def entropy_step(later: str, earlier: str, sign: int) -> Callable[[Evidence, Thr
 def within_shot(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
     """The shot-boundary drop: log(observed/null) on own-shot keys minus the same on other shots'
     keys, the null matched on distance, query segment and key segment (:mod:`attnscope.choices`),
-    so locality and segment preferences score 0; it must also exceed the drop at placebo
-    boundaries (moved to the middle of each shot)."""
-    columns = ["boundary_drop", "placebo_drop", "within_shot_mass", "across_shot_mass"]
+    so locality and segment preferences score 0; it must also exceed the drop of both placebos
+    (boundaries moved to the middle of each shot; shot labels permuted)."""
+    columns = ["boundary_drop", "placebo_drop", "permuted_drop", "within_shot_mass", "across_shot_mass"]
     table = prompt_table(ev.choices, ["trained"], columns, setting.choice)
     if table is None:
         return not_measured("no trained attention metrics")
@@ -111,20 +111,21 @@ def within_shot(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a layer where no prompt has a drop
         means = np.nanmean(table.values, axis=0).reshape(len(columns), layers)
-    masses = f"within-shot mass {np.nanmean(means[2]):.3g}, across-shot {np.nanmean(means[3]):.3g}"
+    masses = f"within-shot mass {np.nanmean(means[3]):.3g}, across-shot {np.nanmean(means[4]):.3g}"
     if np.isnan(table.values[:, :layers]).all():
         return not_measured(
             "not identifiable under this choice: no query–key distance at which a query's own shot and "
             f"another shot hold keys of the same segments (the prompt format keeps them apart); {masses}"
         )
     interval = table.interval(lambda m: np.nanmean(m[..., 0, :], axis=-1))
-    excess = table.interval(lambda m: np.nanmean(m[..., 0, :] - m[..., 1, :], axis=-1))
+    excess = [table.interval(lambda m, p=p: np.nanmean(m[..., 0, :] - m[..., p, :], axis=-1)) for p in (1, 2)]
     verdict = verdict_of(interval, th.boundary_drop, 0.0)
-    if verdict == SUPPORTED and not excess.low > 0:
+    if verdict == SUPPORTED and not all(e.low > 0 for e in excess):
         verdict = INCONCLUSIVE
     measured = (
         f"shot-boundary drop (log ratio) {interval}, dropping in {int((means[0] > 0).sum())} of {layers} "
-        f"layers; minus the placebo boundaries' drop {excess}; {masses}"
+        f"layers; minus the placebo boundaries' drop {excess[0]}; minus the permuted labels' drop "
+        f"{excess[1]}; {masses}"
     )
     return Result(verdict, interval, measured, n_seeds=table.n_seeds)
 

@@ -76,7 +76,8 @@ CLAIMS = (
         "shot-boundary drop: log(observed / null) on own-shot keys minus the same on other shots' keys, "
         "the null matched on query–key distance, query segment and key segment (0 for attention that "
         "depends only on them), queries of shots 2..k",
-        "supported ≥ {t.boundary_drop:g} and above the drop at placebo boundaries; contradicted ≤ 0",
+        "supported ≥ {t.boundary_drop:g} and above the drops at placebo boundaries and permuted shot labels; "
+        "contradicted ≤ 0",
         within_shot,
         MAPS,
     ),
