@@ -206,7 +206,7 @@ PHASES = {
     "  streamed metrics": (metrics, "streamed_metrics"),
     "  singular values": (attention, "singular_values"),
     "  analysis choices": (choices, "stored_choices"),
-    "  value-weighted maps (with their metrics, writes)": (attention._PromptGroup, "_add_value_layer"),
+    "  value-weighted maps (their products and shares)": (attention._PromptGroup, "_add_value_layer"),
     "create (arrays)": (attention._PromptGroup, "create"),
     "finish (whole arrays, group)": (attention._PromptGroup, "finish"),
 }
@@ -216,17 +216,26 @@ seconds go beside the forward pass."""
 
 @contextmanager
 def timed_phases() -> Iterator[dict[str, float]]:
-    """Accumulate wall seconds in each of :data:`PHASES` while the block runs."""
+    """Accumulate wall seconds in each of :data:`PHASES` while the block runs; an inner phase
+    called from another inner phase (the value-weighted maps' metrics and writes) counts in its own
+    row only, so the inner rows add up to the hooks' time."""
     seconds = dict.fromkeys(PHASES, 0.0)
     originals = {name: getattr(owner, attr) for name, (owner, attr) in PHASES.items()}
+    active: list[str] = []
 
     def timer(name: str, fn):
         def timed(*args, **kwargs):
+            parent = active[-1] if active else ""
+            active.append(name)
             start = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
-                seconds[name] += time.perf_counter() - start
+                elapsed = time.perf_counter() - start
+                active.pop()
+                seconds[name] += elapsed
+                if parent.startswith("  ") and name.startswith("  "):
+                    seconds[parent] -= elapsed
 
         return timed
 
