@@ -139,6 +139,19 @@ def test_a_rollout_map_is_the_product_over_the_layers(kinds_results, group, laye
         assert not np.allclose(values, (residual(head_mean[0]) @ residual(head_mean[1]))[keep], atol=1e-3)
 
 
+def test_a_value_weighted_rollout_is_the_product_of_the_value_weighted_maps(kinds_results):
+    prompt = stored(kinds_results, "trained", "001")
+    keep = np.ix_(plotted(prompt), plotted(prompt))
+    explorer = StoreReader(kinds_results)
+    values = explorer.map(TRAINED, "001", "token", 1, store.HEAD_MEAN, "value_rollout")
+    expected = explicit_rollout(prompt["value_head_mean"][...], 1)[keep]
+    np.testing.assert_allclose(values, expected, rtol=1e-6, atol=1e-7)
+    weights = explorer.map(TRAINED, "001", "token", 1, store.HEAD_MEAN, "rollout")  # cached apart
+    assert not np.allclose(values, weights, atol=1e-3)
+    expected_weights = explicit_rollout(prompt["head_mean"][...], 1)[keep]
+    np.testing.assert_allclose(weights, expected_weights, rtol=1e-6, atol=1e-7)
+
+
 def test_the_rollout_reads_each_layer_once_and_its_cache_is_bounded(kinds_results):
     explorer = StoreReader(kinds_results)
     explorer.map(TRAINED, "002", "token", 0, store.HEAD_MEAN)  # opens head_mean (metadata, chunk check)
@@ -220,11 +233,12 @@ def test_value_word_means_pool_the_value_head_mean_and_the_curves_are_value_metr
 def test_a_store_without_value_arrays_says_the_kind_is_unavailable(kinds_results, tmp_path):
     explorer = StoreReader(kinds_results)
     stores = {entry["id"]: entry for entry in explorer.index()["stores"]}
-    assert explorer.index()["kinds"] == ["weights", "value", "rollout"]
-    assert stores[TRAINED]["kinds"] == ["weights", "value", "rollout"]
+    assert explorer.index()["kinds"] == ["weights", "value", "rollout", "value_rollout"]
+    assert stores[TRAINED]["kinds"] == ["weights", "value", "rollout", "value_rollout"]
     assert stores[TRAINED]["kinds_unavailable"] == {}
     assert stores[OLD]["kinds"] == ["weights", "rollout"]
     assert "written before" in stores[OLD]["kinds_unavailable"]["value"]
+    assert stores[OLD]["kinds_unavailable"]["value_rollout"] == stores[OLD]["kinds_unavailable"]["value"]
     with pytest.raises(NotFound, match="value-weighted maps not available: the store has no value"):
         explorer.map(OLD, "000", "token", 0, store.HEAD_MEAN, "value")
     # the weights and the rollout of that store still serve
@@ -374,6 +388,12 @@ def test_the_page_switches_the_map_kind(kinds_results, tmp_path):
             )
             page.view("rollout-old-store", lambda: page.select("kind", "rollout"))
             assert panel(driver, 1, "notice") is None and "rollout" in panel(driver, 1, "title")
+            page.view("value-rollout", lambda: page.select("kind", "value_rollout"))
+            assert panel(driver, 0, "title") == "trained, value-weighted rollout, layer 0, head mean"
+            value_rollout = explicit_rollout(prompt["value_head_mean"][...], 0)[keep]
+            hovered = float(page.hover(0, query, key)["value"])
+            assert hovered == pytest.approx(value_rollout[query, key], rel=1e-6)
+            assert panel(driver, 1, "notice").startswith(f"value-weighted rollout not available for {OLD}")
 
             # a head selected: its rows of the head tables, or that they are absent
             page.view("weights", lambda: page.select("kind", "weights"))

@@ -53,10 +53,18 @@ LEVELS = ("token", "word", "word_mean", "thesis_word", "cosine")
 """Map levels: tokens (``attn``/``head_mean``), words summed over subword pairs (``word_attn_sum``),
 words averaged over the query word's tokens (``word_attn_mean_query``), the thesis's words
 (``thesis_word_attn_sum``), and the input-embedding cosine."""
-KINDS = ("weights", "value", "rollout")
+KINDS = ("weights", "value", "rollout", "value_rollout")
 """Map kinds: the attention weights; the value-weighted maps (α_ij·‖W_O,h W_V,h x_j‖ summed over
-the heads, rows normalised); the attention rollout with the residual of the head-mean maps."""
-KIND_NAMES = {"weights": "attention weights", "value": "value-weighted maps", "rollout": "attention rollout"}
+the heads, rows normalised); the attention rollout with the residual of the head-mean maps, and
+of the value-weighted head-mean maps."""
+KIND_NAMES = {
+    "weights": "attention weights",
+    "value": "value-weighted maps",
+    "rollout": "attention rollout",
+    "value_rollout": "value-weighted rollout",
+}
+ROLLOUT_MAPS = {"rollout": "head_mean", "value_rollout": "value_head_mean"}
+"""The rollout kinds and the head-mean maps each rolls out."""
 TOKEN_ARRAYS = {"weights": ("head_mean", "attn"), "value": ("value_head_mean", "value_attn")}
 """The stored token maps of a kind: (head mean [layer, query, key], heads [layer, head, query, key])."""
 HEAD_ARRAYS = frozenset(heads for _, heads in TOKEN_ARRAYS.values())
@@ -69,6 +77,7 @@ WORD_ARRAYS = {
     },
     "value": {"word": "value_word_attn_sum"},
     "rollout": {},
+    "value_rollout": {},
 }
 """The stored word maps of each kind; its other word levels are its token map pooled (:func:`pool_words`)."""
 METRIC_ARRAYS = {"weights": "metrics", "value": "value_metrics"}
@@ -358,7 +367,7 @@ class StoreReader:
         entry = StoreEntry(f"{model}/{variant}/{experiment}", path, model, variant, experiment, attrs, root)
         reason = value_reason(path, [prompt["group"] for prompt in attrs["prompts"]])
         if reason is not None:
-            entry.missing_kinds["value"] = reason
+            entry.missing_kinds["value"] = entry.missing_kinds["value_rollout"] = reason
         return entry
 
     def _scan(self) -> None:
@@ -504,7 +513,7 @@ class StoreReader:
             if kind != "weights":
                 raise BadRequest(f"kind={kind}: the input-embedding cosine (level=cosine) has no kinds")
             values = self._read(entry, group, "cosine", ...)[np.ix_(keep, keep)]
-        elif kind == "rollout" and head != HEAD_MEAN:
+        elif kind in ROLLOUT_MAPS and head != HEAD_MEAN:
             raise BadRequest(f"head={head}: the rollout is of the head-mean maps only ({HEAD_MEAN})")
         elif level == "token":
             values = self._token_map(entry, group, kind, layer, head)[np.ix_(keep, keep)]
@@ -520,26 +529,26 @@ class StoreReader:
 
     def _token_map(self, entry: StoreEntry, group: str, kind: str, layer: int, head: int) -> np.ndarray:
         """A map [query, key] of ``kind`` over all the prompt's tokens (``head`` or the head mean)."""
-        if kind == "rollout":
-            return self._rollout(entry, group, layer)
+        if kind in ROLLOUT_MAPS:
+            return self._rollout(entry, group, layer, ROLLOUT_MAPS[kind])
         mean, heads = TOKEN_ARRAYS[kind]
         if head == HEAD_MEAN:
             return self._read(entry, group, mean, layer)
         return self._read(entry, group, heads, (layer, head))
 
-    def _rollout(self, entry: StoreEntry, group: str, layer: int) -> np.ndarray:
-        """The rollout R_layer [query, key] of a prompt over all its tokens (float64), continued from
-        the deepest cached layer at or below ``layer``: reads the head-mean chunks of the layers after
-        it, one at a time, and caches each layer's product."""
+    def _rollout(self, entry: StoreEntry, group: str, layer: int, array: str) -> np.ndarray:
+        """The rollout R_layer [query, key] of a prompt's head-mean maps ``array`` over all its tokens
+        (float64), continued from the deepest cached layer at or below ``layer``: reads the chunks of
+        the layers after it, one at a time, and caches each layer's product."""
         start, product = -1, None
         for cached in range(layer, -1, -1):
-            product = self.rollouts.get((entry.id, group, cached))
+            product = self.rollouts.get((entry.id, group, array, cached))
             if product is not None:
                 start = cached
                 break
         for step in range(start + 1, layer + 1):
-            product = extend_rollout(self._read(entry, group, "head_mean", step)[None], product)
-            self.rollouts.put((entry.id, group, step), product)
+            product = extend_rollout(self._read(entry, group, array, step)[None], product)
+            self.rollouts.put((entry.id, group, array, step), product)
         return product
 
     def difference(

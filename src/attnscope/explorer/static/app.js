@@ -375,7 +375,8 @@ async function render() {
   const level = $("level").value;
   const kind = $("kind").value;
   const kindName = $("kind").selectedOptions[0].textContent;
-  const perHead = level === "token" && kind !== "rollout"; // word maps and the rollout: head mean only
+  const rollout = kind.endsWith("rollout"); // computed from the head means, over the layers
+  const perHead = level === "token" && !rollout; // word maps and the rollouts: head mean only
   const head = perHead ? Number($("head").value) : state.index.head_mean;
   $("head").disabled = !perHead;
   const diff = $("diff").checked;
@@ -383,7 +384,8 @@ async function render() {
   try {
     // the side panels of the first variant (cosine: one per prompt; curves: one per head and kind), meanwhile
     const first = stores[0];
-    const curvesKind = kind === "value" && first && hasKind(first, "value") ? "value" : "weights";
+    const valued = kind.startsWith("value") && first && hasKind(first, "value");
+    const curvesKind = valued ? "value" : "weights";
     const side = first
       ? Promise.all([
           cached(state.cosine, first + "|" + group, () =>
@@ -416,7 +418,7 @@ async function render() {
     const level_ = level === "token" ? "token" : "word";
     const typed = Number.parseFloat($("cmax").value);
     // the command's colour tops are the attention weights' scale; the rollout (its residual diagonal) gets its own
-    const fixed = Number.isFinite(typed) ? typed : kind === "rollout" ? null : state.index.color_max[level_];
+    const fixed = Number.isFinite(typed) ? typed : rollout ? null : state.index.color_max[level_];
     const drawn = panels.filter((p) => p.map);
     const plain = drawn.filter((p) => !p.minus);
     const top = fixed ?? Math.max(...plain.map((p) => p.map.data.reduce((a, b) => Math.max(a, b), 0)), 1e-9);
@@ -451,7 +453,7 @@ async function render() {
         heatmap($("cosine"), "input-embedding cosine", cosineMap, labels.axes.cosine, cosine);
       }
       const curvesName = curvesKind === "value" ? "value-weighted" : "attention weights";
-      await drawCurves(curves, head, kind === "rollout" ? `${curvesName} (the rollout has none)` : curvesName);
+      await drawCurves(curves, head, rollout ? `${curvesName} (the rollout has none)` : curvesName);
     }
   } catch (error) {
     showProblem(String(error.message || error));
