@@ -55,8 +55,7 @@ words averaged over the query word's tokens (``word_attn_mean_query``), the thes
 (``thesis_word_attn_sum``), and the input-embedding cosine."""
 KINDS = ("weights", "value", "rollout", "value_rollout")
 """Map kinds: the attention weights; the value-weighted maps (α_ij·‖W_O,h W_V,h x_j‖ summed over
-the heads, rows normalised); the attention rollout with the residual of the head-mean maps, and
-of the value-weighted head-mean maps."""
+the heads, rows normalised); the attention rollout with the residual of either's head means."""
 KIND_NAMES = {
     "weights": "attention weights",
     "value": "value-weighted maps",
@@ -76,10 +75,9 @@ WORD_ARRAYS = {
         "thesis_word": "thesis_word_attn_sum",
     },
     "value": {"word": "value_word_attn_sum"},
-    "rollout": {},
-    "value_rollout": {},
 }
-"""The stored word maps of each kind; its other word levels are its token map pooled (:func:`pool_words`)."""
+"""The stored word maps of each kind (the rollouts: none); its other word levels are its token map
+pooled (:func:`pool_words`)."""
 METRIC_ARRAYS = {"weights": "metrics", "value": "value_metrics"}
 """The per-layer metrics [layer, map, metric] of each kind that stores them (not the rollout)."""
 VALUE_ARRAYS = ("value_head_mean", "value_word_attn_sum", "value_metrics")
@@ -519,7 +517,7 @@ class StoreReader:
             values = self._token_map(entry, group, kind, layer, head)[np.ix_(keep, keep)]
         elif head != HEAD_MEAN:
             raise BadRequest(f"head={head}: word-level maps are stored for the head mean only ({HEAD_MEAN})")
-        elif level in WORD_ARRAYS[kind]:
+        elif level in WORD_ARRAYS.get(kind, {}):
             values = self._read(entry, group, WORD_ARRAYS[kind][level], layer)
         else:
             membership = word_membership(maps.group.attrs, level)
