@@ -262,6 +262,20 @@ def test_value_weighted_maps_equal_a_dense_reference(fixture, request, sample_cl
     np.testing.assert_allclose(rows, 1.0, atol=2e-2)
 
 
+def test_without_values_the_weights_are_stored_alone_and_the_same(tiny_llama, sample_clues, tmp_path):
+    """``with_values=False`` (the benchmark's comparison): no ``value_*`` array, every other array
+    byte-identical to the full extraction's."""
+    model, tokenizer = tiny_llama
+    inputs = attention.prompt_inputs(prompt_table(tokenizer, sample_clues), tokenizer, keep_heads="all")
+    for values in (True, False):
+        path = tmp_path / f"{values}.zarr"
+        attention.extract(model, inputs, path, {"config_digest": "t"}, progress=False, with_values=values)
+    full, weights = arrays(tmp_path / "True.zarr"), arrays(tmp_path / "False.zarr")
+    assert any("/value_" in name for name in full) and not any("/value_" in name for name in weights)
+    for name, values in weights.items():
+        np.testing.assert_array_equal(full[name], values, err_msg=name)
+
+
 def test_value_weighted_maps_are_not_the_weights(tiny_llama, sample_clues, tmp_path):
     """A case built to differ: with one key's values scaled to zero in every layer (its v_proj
     output zeroed by a hook), that key gets no value-weighted mass while its weights still do."""

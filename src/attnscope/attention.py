@@ -81,6 +81,7 @@ finished prompt groups and computes the rest.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -107,6 +108,7 @@ from attnscope.store import (  # noqa: F401 (open_attention, STORE_VERSION: publ
     STORE_VERSION,
     WORD_SEGMENTS,
     open_attention,
+    word_membership_matrix,
 )
 
 log = logging.getLogger("attnscope")
@@ -193,15 +195,12 @@ def word_membership(annotation: prompts.Annotation) -> tuple[np.ndarray, np.ndar
     words = np.array(
         [i for i, segment in enumerate(annotation.word_segment) if segment in WORD_SEGMENTS], dtype=np.int64
     )
-    token_word = np.asarray(annotation.token_word)
-    membership = (token_word[:, None] == words[None, :]).astype(np.float32)
-    return words, membership
+    return words, word_membership_matrix(annotation.token_word, words)
 
 
 def thesis_membership(annotation: prompts.Annotation) -> np.ndarray:
     """The [token, thesis word] 0/1 matrix of the thesis convention (``thesis_token_word``)."""
-    token_word = np.asarray(annotation.thesis_token_word)
-    return (token_word[:, None] == np.arange(len(annotation.thesis_words))[None, :]).astype(np.float32)
+    return word_membership_matrix(annotation.thesis_token_word, range(len(annotation.thesis_words)))
 
 
 def word_maps(a: np.ndarray | torch.Tensor, membership: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -587,7 +586,7 @@ def extract(
         start = len(shared.prefix.ids) if shared else 0
         if share_prefix:
             log.info("shared prefix: %s", f"{start} tokens, run once" if shared else "none")
-        values = ValueNorms(model)
+        values = ValueNorms(model) if with_values else contextlib.nullcontext()
         norms = None
         if with_values:
             norms = partial(shared.full_norms, values) if shared else values.norms.__getitem__

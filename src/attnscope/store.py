@@ -11,7 +11,7 @@ attributes label every token with a segment of :data:`SEGMENTS`.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -69,6 +69,12 @@ DIMENSIONS = {
     "value_metrics": ("layer", "map", "metric"),
     "value_choices": ("layer", "choice", "choice_metric"),
 }
+
+
+def word_membership_matrix(token_word: Sequence[int], words: Sequence[int]) -> np.ndarray:
+    """The [token, word] 0/1 float32 matrix of which tokens make up each of ``words`` (word indices
+    of ``token_word``): the pooling of a token map into a word map."""
+    return (np.asarray(token_word)[:, None] == np.asarray(words)[None, :]).astype(np.float32)
 
 
 def open_store(path: str | os.PathLike) -> zarr.Group:

@@ -37,7 +37,7 @@ from attnscope import mapdata, paths
 from attnscope.chunks import METADATA_KEYS, MissingChunkError, StrictStore, check_chunks
 from attnscope.mapview import ATTENTION_CMAP, BOUNDARY_COLOR, COSINE_CMAP, MASK_COLOR, MapAxis
 from attnscope.rollout import extend_rollout
-from attnscope.store import GENERATED, HEAD_MEAN, STORE_VERSION
+from attnscope.store import GENERATED, HEAD_MEAN, STORE_VERSION, word_membership_matrix
 from attnscope.zarrwrite import ZARR_JSON
 
 log = logging.getLogger("attnscope")
@@ -169,14 +169,13 @@ class ByteLRU:
 
 
 def word_membership(attrs: dict[str, Any], level: str) -> np.ndarray:
-    """The [token, word] 0/1 matrix of a word level's words from a prompt group's attributes: the
-    map words (``map_words``) or the thesis's words; numpy twin of the capture's
-    ``attention.word_membership`` and ``thesis_membership`` (torch-bound), tested against the stored maps."""
+    """The [token, word] 0/1 matrix (float64) of a word level's words from a prompt group's
+    attributes: the map words (``map_words``) or the thesis's words, as the capture pools them."""
     if level == "thesis_word":
-        token_word, words = attrs["thesis_token_word"], np.arange(len(attrs["thesis_words"]))
+        token_word, words = attrs["thesis_token_word"], range(len(attrs["thesis_words"]))
     else:
         token_word, words = attrs["token_word"], attrs["map_words"]
-    return (np.asarray(token_word)[:, None] == np.asarray(words)[None, :]).astype(np.float64)
+    return word_membership_matrix(token_word, words).astype(np.float64)
 
 
 def pool_words(values: np.ndarray, membership: np.ndarray, mean_query: bool) -> np.ndarray:
