@@ -67,6 +67,8 @@ def slurm_snakemake(workdir: Path, *args: str, config: dict, timeout: int = SLUR
         "2",
         "--slurm-init-seconds-before-status-checks",
         "2",
+        "--seconds-between-status-checks",
+        "1",
         *args,
     )
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
