@@ -10,9 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from scipy import stats
 
 from attnscope import circuits, headtable, headtypes, variants
 from attnscope.plots import plot_head_correlations
+from attnscope.stats import CONFIDENCE, paired_bootstrap
 
 
 @pytest.fixture(scope="module")
@@ -165,12 +167,68 @@ def test_rank_correlation_of_monotone_shuffled_and_constant_columns():
     assert np.isnan(got.loc["constant", ["rho", "low", "high"]].astype(float)).all()
     assert (got["n_heads"] == 270).all()
     rho = headtable.rank_correlation(table["shuffled"], table["entropy"], n_resamples=100)[0]
-    from scipy.stats import spearmanr
-
-    assert rho == pytest.approx(spearmanr(table["shuffled"], table["entropy"]).statistic, abs=1e-12)
+    assert rho == pytest.approx(stats.spearmanr(table["shuffled"], table["entropy"]).statistic, abs=1e-12)
     within = both[both["scope"] == "within_layer"].set_index("weight")
     assert within.loc["increasing", "rho"] == pytest.approx(1.0)  # monotone in every layer too
     assert abs(within.loc["shuffled", "rho"]) < 0.15
+
+
+def rankdata_correlation(x, y, n_resamples: int, seed: int) -> tuple[float, float, float]:
+    """The former route: the pairs themselves through the paired bootstrap, every resample ranked
+    by ``scipy.stats.rankdata``."""
+
+    def spearman(x, y, axis=-1):
+        rx, ry = stats.rankdata(x, axis=axis), stats.rankdata(y, axis=axis)
+        rx = rx - rx.mean(axis=axis, keepdims=True)
+        ry = ry - ry.mean(axis=axis, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (rx * ry).sum(axis=axis) / np.sqrt((rx * rx).sum(axis=axis) * (ry * ry).sum(axis=axis))
+
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    rho = float(spearman(x, y)) if len(x) > 2 else np.nan
+    if not np.isfinite(rho):
+        return np.nan, np.nan, np.nan
+    return (rho, *paired_bootstrap((x, y), spearman, CONFIDENCE, n_resamples, seed))
+
+
+def test_average_ranks_equal_rankdata_on_many_ties():
+    """Resamples, the jackknife, the sample itself and a batch of batches of values with many
+    ties, none, one value, and -0 against 0."""
+    rng = np.random.default_rng(3)
+    for n, levels in ((50, 4), (30, 30), (7, 2), (3, 1), (6, 0)):
+        values = rng.integers(0, levels, n).astype(float) if levels else np.array([0.0, -0.0, 1, -0.0, 2, 0])
+        codes = np.unique(values, return_inverse=True)[1]
+        jackknife = np.array([np.delete(np.arange(n), k) for k in range(n)])
+        for indices in (np.arange(n), rng.integers(0, n, (200, n)), jackknife, rng.integers(0, n, (2, 3, 5))):
+            got = headtable.average_ranks(codes, indices)
+            np.testing.assert_array_equal(got, stats.rankdata(values[indices], axis=-1))
+            assert got.dtype == np.float64
+
+
+@pytest.mark.parametrize("block", [headtable.RANK_BLOCK, 50])
+def test_the_index_bootstrap_gives_the_rankdata_routes_bits(block, monkeypatch):
+    """Ties, NaN pairs, constant sides, a side constant once resampled, small samples: (ρ, low,
+    high) bit for bit as the former route's (the same resamples, jackknife and ranks), whether
+    the resamples are ranked in one block or one or two at a time."""
+    monkeypatch.setattr(headtable, "RANK_BLOCK", block)
+    rng = np.random.default_rng(5)
+    cases = []
+    for n in (3, 5, 8, 12, 20, 60):
+        x, y = rng.integers(0, 4, n).astype(float), rng.normal(size=n).round(1)
+        cases += [(x, y), (y, x), (x, -x + rng.integers(0, 2, n)), (x, np.ones(n))]
+    x, y = rng.normal(size=40), rng.integers(0, 3, 40).astype(float)
+    x[[2, 9]], y[[9, 30]] = np.nan, np.nan
+    cases += [(x, y), (x, -np.exp(x)), (np.array([1.0, np.nan, 2.0, 3.0]), np.array([2.0, 1.0, np.nan, 1.0]))]
+    cases += [(np.array([0.0, 1.0, 2.0, 3.0, 4.0]), np.array([0.0, 0.0, 0.0, 0.0, 1.0]))]
+    bounded = 0
+    for seed, (x, y) in enumerate(cases):
+        got = headtable.rank_correlation(x, y, n_resamples=300, seed=seed)
+        expected = rankdata_correlation(x, y, 300, seed)
+        assert np.array_equal(got, expected, equal_nan=True), (seed, got, expected)
+        bounded += np.isfinite(got[1])
+    assert bounded >= 10  # small samples have none (a constant resample has no ρ)
 
 
 def test_within_layer_ranks_take_depth_out():

@@ -18,11 +18,10 @@ No torch here: the tables come from their jobs' files (the OV norms from
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from attnscope.headtypes import SCORES
 from attnscope.stats import CONFIDENCE, N_RESAMPLES, paired_bootstrap
@@ -58,6 +57,8 @@ percentile rank among the heads of its layer (``within_layer``: depth, which dri
 of many pairs, taken out)."""
 BOOTSTRAP_SEED = 0
 """Seeds the bootstrap of the workflow's correlations."""
+RANK_BLOCK = 2**16
+"""Resampled pairs ranked at once by a correlation's bootstrap statistic."""
 
 
 def prompt_means(metrics: Sequence[pd.DataFrame]) -> pd.DataFrame:
@@ -105,14 +106,51 @@ def head_table(
     return table[list(COLUMNS)].sort_values(["layer", "head"], ignore_index=True)
 
 
-def _spearman(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Spearman's ρ along ``axis`` (average ranks), vectorised over resamples."""
-    rx = stats.rankdata(x, axis=axis)
-    ry = stats.rankdata(y, axis=axis)
-    rx = rx - rx.mean(axis=axis, keepdims=True)
-    ry = ry - ry.mean(axis=axis, keepdims=True)
+def average_ranks(codes: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """The average ranks (``scipy.stats.rankdata``'s) along the last axis of ``values[indices]``,
+    where ``codes`` are the values' dense tie-group codes (``np.unique(values, return_inverse=True)``).
+
+    Counts each resample's group sizes instead of sorting it (rankdata's sort of every resample
+    was the correlations' cost). A group's average rank is the count of values below it plus (its
+    size + 1) / 2: a multiple of one half, exact in float64, so rankdata's bits.
+    """
+    n_groups = int(codes.max()) + 1
+    flat = codes[indices].reshape(-1, indices.shape[-1])
+    rows = len(flat)
+    flat += np.arange(0, rows * n_groups, n_groups)[:, None]  # each resample's groups apart
+    sizes = np.bincount(flat.ravel(), minlength=rows * n_groups).reshape(rows, n_groups)
+    twice = 2 * np.cumsum(sizes, axis=1) - sizes + 1  # twice each group's average rank
+    return twice.ravel().take(flat).reshape(indices.shape) / 2
+
+
+def _pearson(rx: np.ndarray, ry: np.ndarray) -> np.ndarray:
+    """Pearson's r along the last axis (of average ranks: Spearman's ρ)."""
+    rx = rx - rx.mean(axis=-1, keepdims=True)
+    ry = ry - ry.mean(axis=-1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return (rx * ry).sum(axis=axis) / np.sqrt((rx * rx).sum(axis=axis) * (ry * ry).sum(axis=axis))
+        return (rx * ry).sum(axis=-1) / np.sqrt((rx * rx).sum(axis=-1) * (ry * ry).sum(axis=-1))
+
+
+def _resampled_spearman(x: np.ndarray, y: np.ndarray) -> Callable[..., np.ndarray]:
+    """Spearman's ρ of the pairs ``(x[i], y[i])`` as a function of observation indices ``i``
+    [..., pair], vectorised over the leading axes: the statistic of a bootstrap of the indices
+    (``axis``, scipy's, is always the last)."""
+    codes = [np.unique(v, return_inverse=True)[1].reshape(-1) for v in (x, y)]
+
+    def statistic(indices: np.ndarray, axis: int = -1) -> np.ndarray:
+        rows = indices.reshape(-1, indices.shape[-1])
+        rho = np.empty(len(rows))
+        # a block of rows at a time: a whole batch's temporaries are page-faulted in afresh on
+        # every call, a block's are reused
+        step = max(1, RANK_BLOCK // rows.shape[1])
+        for start in range(0, len(rows), step):
+            block = rows[start : start + step]
+            rho[start : start + step] = _pearson(
+                average_ranks(codes[0], block), average_ranks(codes[1], block)
+            )
+        return rho.reshape(indices.shape[:-1])[()]
+
+    return statistic
 
 
 def rank_correlation(
@@ -123,14 +161,22 @@ def rank_correlation(
     seed: int = 0,
 ) -> tuple[float, float, float]:
     """Spearman's ρ of ``x`` and ``y`` (pairs with a NaN dropped) and its bootstrap interval over
-    the pairs: (ρ, low, high); NaN where either side is constant."""
+    the pairs: (ρ, low, high); NaN where either side is constant.
+
+    The bootstrap resamples the pairs' indices (what ``scipy.stats.bootstrap`` does with paired
+    samples, so the same resamples and jackknife) and ranks each resample by counting
+    (:func:`average_ranks`)."""
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
     keep = np.isfinite(x) & np.isfinite(y)
     x, y = x[keep], y[keep]
-    rho = float(_spearman(x, y)) if len(x) > 2 else math.nan
+    if len(x) <= 2:
+        return math.nan, math.nan, math.nan
+    statistic = _resampled_spearman(x, y)
+    indices = np.arange(len(x))
+    rho = float(statistic(indices))
     if not np.isfinite(rho):
         return math.nan, math.nan, math.nan
-    low, high = paired_bootstrap((x, y), _spearman, confidence, n_resamples, seed)
+    low, high = paired_bootstrap((indices,), statistic, confidence, n_resamples, seed)
     return rho, low, high
 
 
