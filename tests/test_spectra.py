@@ -81,6 +81,58 @@ def test_shuffled_spectra_are_those_of_each_matrix_shuffled_with_its_own_seed(ba
     assert len(seeds) == 9 and spectra.entry_seed(4, "tall", 0) != spectra.entry_seed(3, "tall", 0)
 
 
+def folded_like(group: spectra.WeightGroup, gains: list[float]) -> spectra.WeightGroup:
+    """``group`` folded with a constant gain per layer (its weight tensors shared)."""
+    scales = tuple(torch.full((group.shape[1],), gain, dtype=torch.float64) for gain in gains)
+    return spectra.WeightGroup(group.matrix, group.layers, group.weights, scales)
+
+
+def count_decompositions(monkeypatch) -> list[int]:
+    """Patch both decomposition routes to record how many matrices each call decomposes."""
+    counts: list[int] = []
+    numpy_route, torch_route = spectra._sigma2_numpy, spectra._sigma2_torch
+
+    def on_numpy(weight):
+        counts.append(1)
+        return numpy_route(weight)
+
+    def on_torch(batch, method):
+        counts.append(batch.shape[0])
+        return torch_route(batch, method)
+
+    monkeypatch.setattr(spectra, "_sigma2_numpy", on_numpy)
+    monkeypatch.setattr(spectra, "_sigma2_torch", on_torch)
+    return counts
+
+
+@pytest.mark.parametrize("shuffle_seed", [None, 3])
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_folded_group_with_unit_gains_is_not_decomposed_again(monkeypatch, batched, shuffle_seed):
+    raw = random_groups()
+    unit = folded_like(raw[0], [1.0, 1.0, 1.0])
+    scaled = folded_like(raw[1], [1.0, 0.5, 1.0])  # one layer's gain is not one: decomposed
+    options = {"threads": 2, "batched": batched, "max_batch_mb": 0.02, "shuffle_seed": shuffle_seed}
+    alone = {g.key: spectra.sigma2_groups([g], **options)[g.key] for g in (unit, scaled)}
+    counts = count_decompositions(monkeypatch)
+    got = spectra.sigma2_groups([*raw, unit, scaled], **options)
+    assert sum(counts) == 3 * 3 + 3 and list(got) == ["tall", "wide", "square", "tall_folded", "wide_folded"]
+    np.testing.assert_array_equal(got["tall_folded"], alone["tall_folded"])
+    np.testing.assert_array_equal(got["tall_folded"], got["tall"])
+    np.testing.assert_array_equal(got["wide_folded"], alone["wide_folded"])
+    np.testing.assert_allclose(got["wide_folded"][1], got["wide"][1] * 0.25, rtol=1e-9)
+    assert got["tall_folded"] is not got["tall"]
+
+
+def test_a_folded_group_is_decomposed_where_its_raw_group_is_not_the_same_weights(monkeypatch):
+    raw = random_groups()
+    other = random_groups(seed=1)[0]
+    unit = folded_like(other, [1.0, 1.0, 1.0])
+    counts = count_decompositions(monkeypatch)
+    got = spectra.sigma2_groups([raw[0], unit], threads=2)
+    assert sum(counts) == 6
+    assert not np.allclose(got["tall_folded"], got["tall"])
+
+
 def test_unknown_method_is_an_error():
     with pytest.raises(ValueError, match="spectra.method"):
         spectra.sigma2_groups(random_groups(), method="lanczos")
@@ -417,6 +469,35 @@ def test_folded_spectra_are_those_of_w_diag_gamma():
     plain = spectra.compute_spectra(tiny_llama(), init_std=0.02, threads=2).table
     raw, folded = (plain[plain["form"] == form].set_index(["matrix", "layer"]) for form in ("raw", "folded"))
     pd.testing.assert_frame_equal(folded.drop(columns="form"), raw.loc[folded.index].drop(columns="form"))
+
+
+def test_unit_gain_folded_rows_equal_those_computed_from_scratch(monkeypatch):
+    """A random model's folded rows reuse the raw σ² and statistics; they equal the statistics of
+    the folded matrices decomposed on their own (no raw group beside them), and each distinct
+    matrix's statistics are computed once."""
+    model = tiny_llama()
+    calls = []
+    stats_of = spectra.spectrum_stats
+    monkeypatch.setattr(spectra, "spectrum_stats", lambda *a: calls.append(a) or stats_of(*a))
+    table = spectra.compute_spectra(model, init_std=0.02, threads=2, seed=5).table
+    assert len(calls) == 2 * 7 and len(table) == 2 * (7 + 5)
+    folded = [g for g in spectra.weight_groups(model, folded=True) if g.scales is not None]
+    assert len(folded) == 5 and all(g.unit_scales for g in folded)
+    alone = spectra.sigma2_groups(folded, threads=2)
+    shuffled = spectra.sigma2_groups(folded, threads=2, shuffle_seed=5)
+    rows = table[table["form"] == "folded"].set_index(["matrix", "layer"])
+    for group in folded:
+        for i, layer in enumerate(group.layers):
+            expected = stats_of(alone[group.key][i], *group.shape, 0.02, shuffled[group.key][i])
+            got = rows.loc[(group.matrix, layer)]
+            for column, value in expected.items():
+                assert got[column] == value or np.isnan(value) and np.isnan(got[column]), column
+    trained = with_random_norms(tiny_llama())
+    calls.clear()
+    spectra.compute_spectra(trained, init_std=0.02, threads=2)
+    assert len(calls) == 2 * (7 + 5) and not any(
+        g.unit_scales for g in spectra.weight_groups(trained, folded=True)
+    )
 
 
 def test_qk_circuits_equal_the_dense_product():

@@ -92,6 +92,12 @@ class WeightGroup:
         return "raw" if self.scales is None else "folded"
 
     @property
+    def unit_scales(self) -> bool:
+        """Whether the group is folded with every gain exactly one (a freshly initialised model): its
+        matrices are then its raw ones bit for bit, and so are their shuffled copies (same seeds)."""
+        return self.scales is not None and all(bool((scale == 1).all()) for scale in self.scales)
+
+    @property
     def key(self) -> str:
         """The name of its σ² array: the matrix type, ``{matrix}_folded`` for a folded group."""
         return self.matrix if self.scales is None else f"{self.matrix}_folded"
@@ -216,10 +222,28 @@ def sigma2_groups(
     target = torch.device(device) if device is not None else groups[0].weights[0].device
     method = resolve_method(method)
     threads = threads or available_cores()
+    same = _same_as_raw(groups)
+    todo = [g for g in groups if g.key not in same]
     if target.type != "cpu" if batched is None else batched:
         with torch_threads(threads):
-            return {g.key: _sigma2_batched(g, method, target, max_batch_mb, shuffle_seed) for g in groups}
-    return _sigma2_pool(groups, method, threads, shuffle_seed)
+            out = {g.key: _sigma2_batched(g, method, target, max_batch_mb, shuffle_seed) for g in todo}
+    else:
+        out = _sigma2_pool(todo, method, threads, shuffle_seed)
+    return {g.key: out[same[g.key]].copy() if g.key in same else out[g.key] for g in groups}
+
+
+def _same_as_raw(groups: Sequence[WeightGroup]) -> dict[str, str]:
+    """``{folded key: raw key}`` for each folded group with unit gains whose raw group (the same
+    weight tensors) is among ``groups``: its σ² are that group's, so it is not decomposed again."""
+    raw = {g.matrix: g for g in groups if g.scales is None}
+    return {
+        g.key: raw[g.matrix].key
+        for g in groups
+        if g.unit_scales
+        and g.matrix in raw
+        and g.layers == raw[g.matrix].layers
+        and all(a is b for a, b in zip(g.weights, raw[g.matrix].weights, strict=True))
+    }
 
 
 def _sigma2_batched(
@@ -306,14 +330,19 @@ def spectra_table(
     rand_sigma2: Mapping[str, np.ndarray] | None,
 ) -> pd.DataFrame:
     """One row per layer × matrix × form (:data:`SPECTRA_COLUMNS`): the raw rows, then the folded
-    ones, each ordered by layer, then forward order."""
+    ones, each ordered by layer, then forward order. A matrix whose σ² and shuffled σ² repeat
+    another's bit for bit (a folded matrix with unit gains) reuses that matrix's statistics."""
     rows = []
+    done: dict[tuple[Any, ...], dict[str, Any]] = {}
     for group in groups:
         n_rows, n_cols = group.shape
         for i, layer in enumerate(group.layers):
-            rand = None if rand_sigma2 is None else rand_sigma2[group.key][i]
-            stats = spectrum_stats(sigma2[group.key][i], n_rows, n_cols, init_std, rand)
-            rows.append({"layer": layer, "matrix": group.matrix, "form": group.form, **stats})
+            lam = np.asarray(sigma2[group.key][i])
+            rand = None if rand_sigma2 is None else np.asarray(rand_sigma2[group.key][i])
+            key = (n_rows, n_cols, _content(lam), None if rand is None else _content(rand))
+            if key not in done:
+                done[key] = spectrum_stats(lam, n_rows, n_cols, init_std, rand)
+            rows.append({"layer": layer, "matrix": group.matrix, "form": group.form, **done[key]})
     order = {m: i for i, m in enumerate((EMBEDDING_TYPES[0], *MATRIX_TYPES, EMBEDDING_TYPES[1]))}
     order |= {form: i for i, form in enumerate(FORMS)}
     df = pd.DataFrame(rows, columns=SPECTRA_COLUMNS)
@@ -321,6 +350,10 @@ def spectra_table(
         ["form", "layer", "matrix"], key=lambda c: c if c.name == "layer" else c.map(order), kind="stable"
     )
     return df.reset_index(drop=True)
+
+
+def _content(a: np.ndarray) -> tuple[str, tuple[int, ...], bytes]:
+    return a.dtype.str, a.shape, a.tobytes()
 
 
 @dataclass
