@@ -534,3 +534,32 @@ def test_qk_circuits_equal_the_dense_product():
     assert raw_trace.to_numpy() == pytest.approx(
         spectra.base_alignment(model, 0.02).query("scope == 'head'")["trace"].to_numpy()
     )
+
+
+def test_circuits_of_unit_gains_are_the_raw_ones_computed_once(monkeypatch):
+    """Where a layer's gains are all exactly one its folded QK and OV rows are its raw rows, and
+    its circuits are computed once; a layer with other gains gets both forms computed."""
+    model = with_random_norms(tiny_llama())
+    with torch.no_grad():
+        model.model.layers[0].input_layernorm.weight.fill_(1.0)
+    calls = []
+    stats_of = circuits._circuit_stats
+    monkeypatch.setattr(circuits, "_circuit_stats", lambda a, b: calls.append(1) or stats_of(a, b))
+    for circuit in (circuits.qk_circuits, circuits.ov_circuits):
+        table = circuit(model)
+        assert len(calls) == 3
+        calls.clear()
+        by_form = {form: table[table["form"] == form].drop(columns="form") for form in ("raw", "folded")}
+        raw, folded = (by_form[form].set_index(["layer", "head"]) for form in ("raw", "folded"))
+        pd.testing.assert_frame_equal(folded.loc[0], raw.loc[0])
+        assert not np.allclose(folded.loc[1]["frobenius_norm"], raw.loc[1]["frobenius_norm"])
+    # the unit-gain layer's folded circuit as computed with the gains applied
+    block = model.model.layers[0]
+    gamma = circuits.norm_scale(block, "q")
+    q = block.self_attn.q_proj.weight.detach().double() * gamma
+    k = block.self_attn.k_proj.weight.detach().double() * gamma
+    kv_of = torch.tensor([0, 0, 1, 1])
+    expected = stats_of(q.reshape(4, 16, 64), k.reshape(2, 16, 64)[kv_of])
+    got = circuits.qk_circuits(model).query("layer == 0 and form == 'folded'")
+    np.testing.assert_array_equal(got["frobenius_norm"].to_numpy(), expected["frobenius_norm"])
+    np.testing.assert_array_equal(np.stack(got["top10_sigma"].to_list()), expected["top10_sigma"])

@@ -126,13 +126,17 @@ def qk_circuits(model: nn.Module) -> pd.DataFrame:
         q = attn.q_proj.weight.detach().to(torch.float64).cpu()
         k = attn.k_proj.weight.detach().to(torch.float64).cpu()
         hidden = q.shape[1]
+        stats: dict[str, dict[str, np.ndarray]] = {}
         for form in FORMS:
             gamma = (
                 norm_scale(block, "q").cpu() if form == "folded" else torch.ones(hidden, dtype=torch.float64)
             )
-            a = (q * gamma).reshape(n_heads, head_dim, hidden)
-            b = (k * gamma).reshape(n_kv, head_dim, hidden)[kv_of]
-            rows += _head_rows(layer, form, kv_of, _circuit_stats(a, b), QK_COLUMNS[4:])
+            key = _gain_key(form, gamma)
+            if key not in stats:
+                a = (q * gamma).reshape(n_heads, head_dim, hidden)
+                b = (k * gamma).reshape(n_kv, head_dim, hidden)[kv_of]
+                stats[key] = _circuit_stats(a, b)
+            rows += _head_rows(layer, form, kv_of, stats[key], QK_COLUMNS[4:])
     df = pd.DataFrame(rows, columns=QK_COLUMNS)
     df["top10_sigma"] = df["top10_sigma"].map(lambda v: np.asarray(v).tolist())
     return df
@@ -156,13 +160,23 @@ def ov_circuits(model: nn.Module) -> pd.DataFrame:
         o = attn.o_proj.weight.detach().to(torch.float64).cpu()
         hidden = v.shape[1]
         a = o.reshape(o.shape[0], n_heads, head_dim).permute(1, 2, 0)  # W_O,hᵀ [head, head_dim, hidden]
+        stats: dict[str, dict[str, np.ndarray]] = {}
         for form in FORMS:
             gamma = (
                 norm_scale(block, "v").cpu() if form == "folded" else torch.ones(hidden, dtype=torch.float64)
             )
-            b = (v * gamma).reshape(n_kv, head_dim, hidden)[kv_of]
-            rows += _head_rows(layer, form, kv_of, _circuit_stats(a, b), OV_COLUMNS[4:])
+            key = _gain_key(form, gamma)
+            if key not in stats:
+                b = (v * gamma).reshape(n_kv, head_dim, hidden)[kv_of]
+                stats[key] = _circuit_stats(a, b)
+            rows += _head_rows(layer, form, kv_of, stats[key], OV_COLUMNS[4:])
     return pd.DataFrame(rows, columns=OV_COLUMNS)
+
+
+def _gain_key(form: str, gamma: torch.Tensor) -> str:
+    """Which circuit a form's gains give: gains all exactly one (a freshly initialised model) give
+    the raw circuit bit for bit, so its statistics are computed once."""
+    return "raw" if bool((gamma == 1).all()) else form
 
 
 def _head_rows(
