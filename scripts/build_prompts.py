@@ -4,14 +4,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from attnscope import io, models, prompts
+from attnscope import io, prepared, prompts
 
 log = io.setup_script_logging(snakemake.log[0])
 p = snakemake.params
 model_dir = Path(snakemake.input.manifest).parent
-tokenizer = models.load_tokenizer(model_dir, p.chat_template)
+tokenizer = prepared.load_tokenizer(model_dir, p.chat_template)
 clues = pd.read_parquet(snakemake.input.clues)
-manifest = models.read_manifest(model_dir)
+manifest = prepared.read_manifest(model_dir)
 table = prompts.build_prompts(
     clues,
     snakemake.wildcards.experiment,

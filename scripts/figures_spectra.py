@@ -4,7 +4,7 @@ Marchenko–Pastur edge, and the base alignment Tr(W_qᵀW_k) per layer (A.22)."
 
 import pandas as pd
 
-from attnscope import io, plots, spectra
+from attnscope import io, plots, spectrastore
 
 log = io.setup_script_logging(snakemake.log[0])
 inp, out, params = snakemake.input, snakemake.output, snakemake.params
@@ -12,7 +12,7 @@ model, random_variant = snakemake.wildcards.model, params.random_variant
 
 
 def squared(path: str) -> dict:
-    return {m: sv**2 for m, sv in spectra.read_singular_values(path).items()}
+    return {m: sv**2 for m, sv in spectrastore.read_singular_values(path).items()}
 
 
 figures = plots.spectra_figures(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from attnscope import circuits, io, models, spectra
+from attnscope import circuits, io, models, spectra, spectrastore
 
 log = io.setup_script_logging(snakemake.log[0])
 params = snakemake.params
@@ -56,4 +56,4 @@ io.write_parquet(alignment.assign(**labels), snakemake.output.alignment, meta)
 io.write_parquet(qk.assign(**labels), snakemake.output.qk_circuits, meta)
 io.write_parquet(ov.assign(**labels), snakemake.output.ov_circuits, meta)
 with io.atomic_path(snakemake.output.zarr) as tmp:
-    spectra.write_singular_values(result, tmp, meta)
+    spectrastore.write_singular_values(result, tmp, meta)

@@ -884,7 +884,7 @@ def test_embedded_model_capture_equals_output_attentions(embedded_model_dir, sam
 def test_thesis_word_maps_are_the_notebooks_aggregation(tiny_mistral, sample_clues, tmp_path):
     """The stored thesis word map equals the notebook's aggregation (sum over each word pair's
     token ranges, written in tests/test_prompts.py) of the stored head-mean map."""
-    from attnscope.models import CHAT_TEMPLATES
+    from attnscope.prepared import CHAT_TEMPLATES
     from tests.test_prompts import NOTEBOOK_FORMAT, notebook_groups, notebook_selection
 
     model, tokenizer = tiny_mistral

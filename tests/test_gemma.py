@@ -15,7 +15,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from transformers.models.llama.modeling_llama import repeat_kv
 
-from attnscope import capture, circuits, config, metrics, models, prompts, resources, variants
+from attnscope import capture, circuits, config, metrics, models, prepared, prompts, resources, variants
 from tests.conftest import REPO, embedded_spec, tiny_gemma_spec, tiny_spec
 
 LOGITS = "attnscope-test-logits"
@@ -131,7 +131,7 @@ def test_gemma_mlp_reads_its_pre_feedforward_norm(tiny_gemma, tiny_llama):
 
 def test_plain_text_prompt_has_no_chat_markup_and_segments_from_offsets(tiny_gemma):
     tokenizer = copy.deepcopy(tiny_gemma[1])
-    tokenizer.chat_template = models.CHAT_TEMPLATES["none"]
+    tokenizer.chat_template = prepared.CHAT_TEMPLATES["none"]
     fmt = prompts.PromptFormat(instruction=None)
     text, spans = prompts.render(
         tokenizer, prompts.conversation("Animals", [("Ant", "Tiny insect")], "Fox", fmt)

@@ -1,20 +1,37 @@
 """Modules that must start fast import no heavy library they do not use, checked in a fresh
 interpreter (this test process has imported everything already)."""
 
+import ast
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 HEAVY = ("matplotlib", "torch", "transformers")
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+MODEL_CLASSES = "transformers.modeling_utils"
+"""Where ``PreTrainedModel`` lives: what loading a tokenizer does not need."""
 
 
 def imported_after(module: str) -> set[str]:
-    """The top-level packages (and attnscope modules) loaded by importing ``module``."""
-    code = f"import json, sys, {module}; print(json.dumps(sorted(sys.modules)))"
+    """The modules loaded by importing ``module``."""
+    return loaded_by(f"import {module}")
+
+
+def loaded_by(statements: str) -> set[str]:
+    """The modules loaded by running the import ``statements`` in a fresh interpreter."""
+    code = f"{statements}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     return set(json.loads(out))
+
+
+def script_imports(name: str) -> str:
+    """The top-level import statements of ``scripts/{name}`` (what the rule's job loads before
+    its first line of work)."""
+    tree = ast.parse((SCRIPTS / name).read_text())
+    return "\n".join(ast.unparse(node) for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom))
 
 
 @pytest.mark.parametrize(
@@ -29,17 +46,40 @@ def imported_after(module: str) -> set[str]:
         "attnscope.resources",
         "attnscope.rollout",
         "attnscope.headtypes",
+        "attnscope.spectrastore",
     ],
 )
 def test_no_heavy_imports(module):
     """The figures' data reader and the explorer's server draw nothing with matplotlib (the
     explorer imports it only when it builds its colour tables); they, the claims and the
     learned-vs-random comparison (tables in, tables out) run no model, nor does the rollout (stored
-    maps in) or the head-type scores until a model is run (torch is imported there); the
-    Snakefile's imports (the results paths, the resource requests) start every snakemake command."""
+    maps in) or the head-type scores until a model is run (torch is imported there), nor the
+    singular-value store's reader; the Snakefile's imports (the results paths, the resource
+    requests) start every snakemake command."""
     loaded = imported_after(module)
     assert not loaded & set(HEAVY), f"{module} imports {sorted(loaded & set(HEAVY))}"
     assert "attnscope.plots" not in loaded, f"{module} imports the plotting package"
+
+
+@pytest.mark.parametrize(
+    ("script", "unused"),
+    [
+        ("figures_spectra.py", {"torch", "transformers", "attnscope.spectra", "attnscope.models"}),
+        ("build_prompts.py", {MODEL_CLASSES, "attnscope.models"}),
+    ],
+)
+def test_scripts_load_only_what_they_use(script, unused):
+    """The spectra figures read stored singular values and tables (no torch); building prompts
+    needs a tokenizer, not the model classes that loading a model imports."""
+    loaded = loaded_by(script_imports(script))
+    assert not loaded & unused, f"scripts/{script} imports {sorted(loaded & unused)}"
+
+
+def test_prepared_model_reader_loads_no_model_classes():
+    """The manifest and tokenizer of a prepared model come without the model classes."""
+    loaded = imported_after("attnscope.prepared")
+    assert MODEL_CLASSES not in loaded and "attnscope.models" not in loaded
+    assert MODEL_CLASSES in imported_after("attnscope.models")  # the check can fail
 
 
 def test_check_sees_a_heavy_import():

@@ -286,7 +286,7 @@ def sentencepiece_ids(text: str) -> list[int]:
 def test_mistral_thesis_template_gives_the_notebooks_ids(tiny_mistral):
     """The thesis's printed prompt as its notebook tokenized it: two <s>, "[/INST]" straight
     before each clue, "</s>" after the last "[/INST]"."""
-    from attnscope.models import CHAT_TEMPLATES
+    from attnscope.prepared import CHAT_TEMPLATES
 
     _, tokenizer = tiny_mistral
     thesis = tokenizer.__class__.from_pretrained(tokenizer.name_or_path)
@@ -341,7 +341,7 @@ def notebook_groups(tokens: list[str], drawn: list[int], words: list[str]) -> li
 
 
 def test_thesis_convention_is_the_notebooks_selection_and_grouping(tiny_mistral):
-    from attnscope.models import CHAT_TEMPLATES
+    from attnscope.prepared import CHAT_TEMPLATES
 
     _, tokenizer = tiny_mistral
     thesis = tokenizer.__class__.from_pretrained(tokenizer.name_or_path)

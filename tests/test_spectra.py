@@ -14,7 +14,7 @@ from scipy import stats
 from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
 from transformers.models.llama.modeling_llama import repeat_kv
 
-from attnscope import circuits, comparison, io, matrices, models, spectra
+from attnscope import circuits, comparison, io, matrices, models, spectra, spectrastore
 
 
 def tiny_llama(seed: int = 0, tied: bool = False, layers: int = 2, **overrides) -> LlamaForCausalLM:
@@ -404,8 +404,8 @@ def test_zarr_round_trip_is_byte_identical(tmp_path: Path):
     paths = [tmp_path / "a.zarr", tmp_path / "b.zarr"]
     for path in paths:
         with io.atomic_path(path) as tmp:
-            spectra.write_singular_values(result, tmp, {"model": "tiny", "variant": "trained"})
-    back = spectra.read_singular_values(paths[0])
+            spectrastore.write_singular_values(result, tmp, {"model": "tiny", "variant": "trained"})
+    back = spectrastore.read_singular_values(paths[0])
     assert set(back) == {
         "embed",
         "lm_head",

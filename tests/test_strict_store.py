@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import zarr
 
-from attnscope import choices, chunks, mapdata, metrics, store, zarrwrite
+from attnscope import choices, chunks, mapdata, metrics, spectrastore, store, zarrwrite
 from tests import test_explorer
 from tests.test_explorer import store_path
 from tests.test_explorer_faults import punch_hole, shard
@@ -69,15 +69,13 @@ def test_a_reader_stops_on_missing_data(results, tmp_path, reader, damage):
 
 def test_singular_values_stop_on_a_missing_chunk(tmp_path):
     """The spectra's singular-value store (zarr-written, one chunk file per matrix type)."""
-    from attnscope import spectra
-
     path = tmp_path / "sv.zarr"
     zarr.open_group(path, mode="w", zarr_format=3).create_array("q", data=np.ones((2, 3)), chunks=(2, 3))
-    np.testing.assert_array_equal(spectra.read_singular_values(path)["q"], np.ones((2, 3)))
+    np.testing.assert_array_equal(spectrastore.read_singular_values(path)["q"], np.ones((2, 3)))
     chunk = path / "q" / "c" / "0" / "0"
     chunk.unlink()
     with pytest.raises(chunks.MissingChunkError, match=f"{chunk}: chunk file missing"):
-        spectra.read_singular_values(path)
+        spectrastore.read_singular_values(path)
 
 
 def test_an_all_zero_array_is_written(tmp_path):

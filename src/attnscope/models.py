@@ -6,7 +6,8 @@ Gemma 3's, assembled from chunk packages into ``gguf/`` there) is dequantized in
 a plain float32 eager model and saved as safetensors (later loads take seconds, not
 the GGUF conversion's); a tiny random model is built from its seed and saved;
 a hub id or local directory is only recorded. The manifest records the architecture's
-constants with their sources. ``load_model`` reads that cache, puts
+constants with their sources (reading it and the tokenizer, without the model classes:
+:mod:`attnscope.prepared`). ``load_model`` reads that cache, puts
 the model on the requested device and dtype, and applies the variant's weight edit.
 
 On CUDA the weights load straight onto the GPU (``device_map``); with several visible
@@ -45,46 +46,20 @@ from transformers import (
 
 from attnscope import io, variants
 from attnscope.config import SMOLLM2_GGUF, ConfigError, gguf_assembler, locate_gguf
+from attnscope.prepared import (
+    MANIFEST,
+    MISTRAL_V1_TEMPLATE,
+    WEIGHTS_DIR,
+    ModelUnavailableError,
+    load_tokenizer,
+    read_manifest,
+    weights_location,
+)
 
 log = logging.getLogger("attnscope")
 
-MANIFEST = "manifest.json"
-WEIGHTS_DIR = "weights"
 GGUF_DIR = "gguf"
 
-# The Mistral v1 instruct format exactly as mistral_common encodes it: every user turn
-# is "[INST] {content} [/INST]", every assistant turn " {content}</s>" (mistral_common
-# encodes the assistant text as its own SentencePiece piece, hence the leading space).
-MISTRAL_V1_TEMPLATE = (
-    "{{ bos_token }}{% for message in messages %}"
-    "{% if message['role'] == 'system' %}{{ raise_exception('mistral-v1 has no system turn') }}"
-    "{% elif message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
-    "{% else %}{{ ' ' + message['content'] + eos_token }}{% endif %}{% endfor %}"
-)
-# The thesis notebook's token ids (its Mistral-7B-Instruct-v0.2 tokenizer of early 2024):
-# Hugging Face's v0.2 template ("[INST] {content} [/INST]", then the assistant text with no
-# space before it and "</s>"), tokenized by its own tokenize(), which added a second "<s>"
-# in front and "</s>" after the last "[/INST]".
-MISTRAL_THESIS_TEMPLATE = (
-    "{{ bos_token + bos_token }}{% for message in messages %}"
-    "{% if message['role'] == 'system' %}{{ raise_exception('mistral-thesis has no system turn') }}"
-    "{% elif message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
-    "{% else %}{{ message['content'] + eos_token }}{% endif %}{% endfor %}{{ eos_token }}"
-)
-# No chat template (a base model, Gemma 3 270M): the conversation as plain text, one line per
-# turn; an assistant turn follows "Clue: ", so a shot of the default format reads
-# "Word: Ant\nClue: {clue}#\n". The generation prompt is "Clue:" without the space, which a
-# SentencePiece tokenizer joins to the next word ("▁A"), so the model writes it, as in the shots.
-PLAIN_TEMPLATE = (
-    "{{ bos_token }}{% for message in messages %}"
-    "{% if message['role'] == 'assistant' %}{{ 'Clue: ' }}{% endif %}{{ message['content'] + '\n' }}"
-    "{% endfor %}{% if add_generation_prompt %}{{ 'Clue:' }}{% endif %}"
-)
-CHAT_TEMPLATES = {
-    "mistral-v1": MISTRAL_V1_TEMPLATE,
-    "mistral-thesis": MISTRAL_THESIS_TEMPLATE,
-    "none": PLAIN_TEMPLATE,
-}
 ARCHITECTURE_CONSTANTS = (
     "initializer_range",
     "rms_norm_eps",
@@ -99,10 +74,6 @@ ARCHITECTURE_CONSTANTS = (
 
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-
-
-class ModelUnavailableError(RuntimeError):
-    """A model's files or package are missing; the message says what to install."""
 
 
 @dataclass
@@ -388,34 +359,6 @@ def architecture_constants(
     }
 
 
-def read_manifest(model_dir: str | os.PathLike) -> dict[str, Any]:
-    """The manifest of a prepared model (``results/models/{model}``)."""
-    path = Path(model_dir) / MANIFEST
-    if not path.is_file():
-        raise ModelUnavailableError(f"{path}: model not prepared; run `snakemake {path}`")
-    return json.loads(path.read_text())
-
-
-def weights_location(model_dir: str | os.PathLike, manifest: dict[str, Any]) -> str | Path:
-    """Where ``from_pretrained`` finds the weights: the cache, a hub id or a local path."""
-    location = manifest["location"]
-    return Path(model_dir) / location if location == WEIGHTS_DIR else location
-
-
-def load_tokenizer(model_dir: str | os.PathLike, chat_template: str | None = None) -> PreTrainedTokenizerBase:
-    """The prepared model's tokenizer; ``chat_template`` overrides its template.
-
-    ``chat_template`` is a key of ``CHAT_TEMPLATES`` (``mistral-v1``) or a Jinja string.
-    A tokenizer without a pad token pads with its end-of-sequence token.
-    """
-    tokenizer = AutoTokenizer.from_pretrained(weights_location(model_dir, read_manifest(model_dir)))
-    if chat_template:
-        tokenizer.chat_template = CHAT_TEMPLATES.get(chat_template, chat_template)
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
-
-
 def resolve_device(device: str) -> torch.device:
     """``auto`` → CUDA when present, else CPU; ``cuda`` without a GPU is an error."""
     if device == "auto":
@@ -449,7 +392,7 @@ def load_model(
 
     ``quantization`` (``8bit``/``4bit``, bitsandbytes) is for generation only; weight
     analyses load with ``none``. A variant's edit is applied before quantizing.
-    ``chat_template`` overrides the tokenizer's template (a key of ``CHAT_TEMPLATES``
+    ``chat_template`` overrides the tokenizer's template (a key of ``prepared.CHAT_TEMPLATES``
     or a Jinja string). CUDA asked for without a GPU fails here, before any loading.
     """
     model_dir = Path(model_dir)

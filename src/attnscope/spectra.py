@@ -25,7 +25,6 @@ import zlib
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,7 +37,6 @@ from attnscope.circuits import MATRIX_MODULES, NORM_OF, matrix_weight, norm_scal
 from attnscope.matrices import EMBEDDING_TYPES, FORMS, MATRIX_TYPES
 from attnscope.models import torch_threads
 from attnscope.shape import SHAPE_COLUMNS, shape_metrics
-from attnscope.store import open_store
 from attnscope.theory.rmt import gram, marchenko_pastur_edges
 from attnscope.variants import attention_shape, decoder_layers, kv_head_index
 
@@ -391,34 +389,6 @@ def compute_spectra(
         shapes={g.key: g.shape for g in groups},
         table=spectra_table(sigma2, groups, init_std, rand),
     )
-
-
-def write_singular_values(spectra: Spectra, path: str | os.PathLike, attrs: Mapping[str, Any]) -> None:
-    """A Zarr v3 group at ``path``: one float64 array ``[layer, sv]`` of σ (descending) per type.
-
-    Each array's attributes give its layer indices and matrix shape; ``attrs`` go on the
-    group. Write into a temporary path (``io.atomic_path``) and rename.
-    """
-    import zarr
-
-    root = zarr.open_group(str(Path(path)), mode="w", zarr_format=3, attributes=dict(attrs))
-    for matrix, lam in spectra.sigma2.items():
-        rows, cols = spectra.shapes[matrix]
-        root.create_array(
-            matrix,
-            data=np.sqrt(lam),
-            chunks=lam.shape,
-            config={"write_empty_chunks": True},  # a chunk that is not there reads as damage
-            dimension_names=("layer", "sv"),
-            attributes={"layers": list(spectra.layers[matrix]), "rows": rows, "cols": cols},
-        )
-
-
-def read_singular_values(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """``{matrix: σ [layer, sv]}`` from a store written by :func:`write_singular_values` (missing
-    data raises, :func:`attnscope.store.open_store`)."""
-    root = open_store(path)
-    return {name: np.asarray(array[...]) for name, array in root.arrays()}
 
 
 # --- base alignment Tr(W_qᵀ W_k) ---------------------------------------------------------
