@@ -197,6 +197,42 @@ def test_squared_singular_values(tmp_path):
     written(fig, tmp_path, "spectra")
 
 
+def squared_spectra_figure():
+    """A constrained-layout figure with log axes, a legend and a colour bar."""
+    rng = np.random.default_rng(2)
+    learned = {m: np.sort(rng.random((3, 16)), axis=1)[:, ::-1] for m in ("q", "k")}
+    return plots.plot_squared_singular_values(learned, {"q": 0.8, "k": 0.8}, "spectra " * 12)
+
+
+def positions(fig) -> list[tuple[float, ...]]:
+    return [tuple(ax.get_position().bounds) for ax in fig.axes]
+
+
+def test_a_figure_is_laid_out_once_for_all_its_files(tmp_path, monkeypatch):
+    """The PNG is what savefig alone writes; the SVG draws the PNG's layout instead of laying the
+    figure out again; the figure keeps its layout engine."""
+    import matplotlib
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
+    alone = squared_spectra_figure()
+    with matplotlib.rc_context(plots.common.STYLE):
+        alone.savefig(tmp_path / "alone.png", format="png", dpi=40)
+    calls = []
+    execute = ConstrainedLayoutEngine.execute
+    monkeypatch.setattr(
+        ConstrainedLayoutEngine, "execute", lambda self, figure: calls.append(1) or execute(self, figure)
+    )
+    fig = squared_spectra_figure()
+    engine = fig.get_layout_engine()
+    plots.save_figure(fig, [tmp_path / "f.svg", tmp_path / "f.png"], dpi=40)  # the PNG is written first
+    assert len(calls) == 1 and fig.get_layout_engine() is engine
+    assert (tmp_path / "f.png").read_bytes() == (tmp_path / "alone.png").read_bytes()
+    assert positions(fig) == positions(alone)
+    assert (tmp_path / "f.svg").stat().st_size > 1000
+    plots.save_figure(fig, [tmp_path / "g.png"], dpi=40)
+    assert len(calls) == 2, "a later save lays the figure out again"
+
+
 def test_base_alignment(tmp_path):
     rows = [
         {

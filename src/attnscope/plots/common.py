@@ -63,11 +63,20 @@ def _wrap(title: str, width_inches: float, fontsize: float = 10.0) -> str:
 
 def save_figure(fig: Figure, paths: Iterable[str | os.PathLike], dpi: int = 120) -> None:
     """Write ``fig`` to every path (format from the suffix: .png, .svg, .pdf), atomically,
-    without a creation date, so the same figure gives the same bytes."""
-    with mpl.rc_context(STYLE):
-        for path in paths:
-            path = Path(path)
-            fmt = path.suffix.lstrip(".")
-            metadata = {"Date": None} if fmt in ("svg", "pdf") else None
-            with io.atomic_path(path) as tmp:
-                fig.savefig(tmp, format=fmt, dpi=dpi, metadata=metadata)
+    without a creation date, so the same figure gives the same bytes.
+
+    The figure's layout (constrained) is computed once, when the PNG (else the first file) is
+    written, and every other format draws that layout: matplotlib would otherwise lay the
+    figure out again, an extra full draw, for each file."""
+    ordered = sorted((Path(path) for path in paths), key=lambda path: path.suffix != ".png")
+    engine = fig.get_layout_engine()
+    try:
+        with mpl.rc_context(STYLE):
+            for path in ordered:
+                fmt = path.suffix.lstrip(".")
+                metadata = {"Date": None} if fmt in ("svg", "pdf") else None
+                with io.atomic_path(path) as tmp:
+                    fig.savefig(tmp, format=fmt, dpi=dpi, metadata=metadata)
+                fig.set_layout_engine(None)  # the axes keep the positions just computed
+    finally:
+        fig.set_layout_engine(engine)
