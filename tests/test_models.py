@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from attnscope import models, variants
+from attnscope import models, prepared, variants
 from tests.conftest import tiny_spec
 
 
@@ -103,7 +103,7 @@ def test_unprepared_model_dir_is_a_clear_error(tmp_path):
 @pytest.mark.integration
 def test_embedded_model_cache_equals_the_gguf(embedded_model_dir):
     """The cached float32 safetensors give the same logits as transformers' own GGUF load."""
-    manifest = models.read_manifest(embedded_model_dir)
+    manifest = prepared.read_manifest(embedded_model_dir)
     assert (manifest["num_layers"], manifest["num_heads"], manifest["num_kv_heads"]) == (30, 9, 3)
     assert "dequantized 4-bit" in manifest["notes"][0]
     loaded = models.load_model(embedded_model_dir)
@@ -118,7 +118,7 @@ def test_embedded_model_cache_equals_the_gguf(embedded_model_dir):
 @pytest.mark.integration
 def test_embedded_random_variant_has_smollm2s_init_std(embedded_model_dir):
     """SmolLM2-135M's published initializer_range 1/√576, not transformers' default 0.02."""
-    manifest = models.read_manifest(embedded_model_dir)
+    manifest = prepared.read_manifest(embedded_model_dir)
     assert manifest["init_std"] == pytest.approx(1 / 24, rel=1e-12)
     assert manifest["init_std_source"] == "models.smollm2.initializer_range"
     random = models.load_model(embedded_model_dir, "random-s0")

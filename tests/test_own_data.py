@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from attnscope import data, models, prompts
+from attnscope import data, prepared, prompts
 from tests.conftest import REPO
 from tests.helpers import REPORT_AFTER_RUN, snakemake, tiny_config
 
@@ -204,7 +204,7 @@ def test_second_task_through_the_whole_workflow(tmp_path, embedded_model_dir):
     snakemake(tmp_path, "--replace-workflow-config", "--configfile", config_file, *REPORT_AFTER_RUN)
     results = tmp_path / "results"
     fmt = prompts.resolve_format(config["prompts"])
-    tokenizer = models.load_tokenizer(results / "models" / "smollm2")
+    tokenizer = prepared.load_tokenizer(results / "models" / "smollm2")
     for experiment, instructed in (("adjectives-k5", True), ("adjectives-k5-noinstr", False)):
         table = pd.read_parquet(results / "prompts" / "smollm2" / f"{experiment}.parquet")
         assert list(table["target"]) == [

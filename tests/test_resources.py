@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from attnscope import config as cfg
-from attnscope import models, resources
+from attnscope import models, prepared, resources
 from tests.conftest import REPO, snakemake_command, tiny_spec, workflow_config
 from tests.helpers import tiny_config
 
@@ -137,7 +137,7 @@ def test_device_map(monkeypatch):
 
 def test_manifest_counts_parameters(prepared_tiny_mistral, tiny_mistral):
     model, _ = tiny_mistral
-    manifest = models.read_manifest(prepared_tiny_mistral)
+    manifest = prepared.read_manifest(prepared_tiny_mistral)
     assert manifest["num_parameters"] == sum(p.numel() for p in model.parameters())
 
 
