@@ -4,6 +4,7 @@ embedded SmolLM2 prepared once per session (integration tests only)."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -99,6 +100,31 @@ def tiny_default_run(tmp_path_factory) -> Path:
 
     workdir = tmp_path_factory.mktemp("tiny-run")
     snakemake(workdir, config=tiny_config())
+    return workdir
+
+
+@pytest.fixture(scope="session")
+def tiny_cold_run(tmp_path_factory) -> Path:
+    """A second cold run of the tests' tiny config, of tests.helpers.STAGE_TARGETS (a table or
+    store of every stage), once per session, in its own working directory. Tests read it."""
+    from tests.helpers import STAGE_TARGETS, snakemake, tiny_config
+
+    workdir = tmp_path_factory.mktemp("tiny-cold-run")
+    snakemake(workdir, *STAGE_TARGETS, config=tiny_config())
+    return workdir
+
+
+@pytest.fixture(scope="session")
+def tiny_variants_run(tiny_default_run, tmp_path_factory) -> Path:
+    """The tiny run extended to tests.helpers.variants_config (the named `report` target too) with
+    Snakemake's HTML report, once per session: a copy of tiny_default_run (mtimes kept), so only
+    the new variants' jobs, the attention-map figures and what combines them run. Tests read it,
+    or dry-run changed configs and put the config back."""
+    from tests.helpers import REPORT_AFTER_RUN, snakemake, variants_config
+
+    workdir = tmp_path_factory.mktemp("variants-run") / "run"
+    shutil.copytree(tiny_default_run, workdir, symlinks=True)
+    snakemake(workdir, "all", "report", *REPORT_AFTER_RUN, config=variants_config())
     return workdir
 
 

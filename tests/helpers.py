@@ -38,6 +38,34 @@ def tiny_config(model: str = "tiny-mistral", **experiments) -> dict:
     return config
 
 
+STAGE_TARGETS = (
+    *(f"results/clues/tiny-mistral/trained/{e}.parquet" for e in ("animals-k2", "food-k3")),
+    *(f"results/metrics/tiny-mistral/trained/{e}.parquet" for e in ("animals-k2", "food-k3")),
+    "results/spectra/tiny-mistral/learned_vs_random.parquet",
+    "results/theory/checks.parquet",
+    "results/claims.parquet",
+)
+"""Targets of tiny_config() with a Parquet table or a Zarr store of every stage: data, prompts,
+clues, attention, metrics, spectra, theory, knockout, claims (the clue tables, figures and
+report hold no digest)."""
+
+
+def variants_config() -> dict:
+    """tiny_config() with three variants of animals-k2 (trained, a random init, W_q and W_k
+    scaled by 2) and every kind of attention-map figure of its Ant prompt."""
+    config = tiny_config()
+    config["experiments"]["animals-k2"]["variants"] = ["trained", "random-s0", "qkscale-a2"]
+    config["figures"]["maps"] = [
+        {
+            "experiments": ["animals-k2"],
+            "variants": "all",
+            "targets": ["Ant"],
+            "kinds": ["word_grid", "token_grid", "cosine", "word_pass", "token_pass"],
+        }
+    ]
+    return config
+
+
 def snakemake(workdir: Path, *args: str, config: dict | None = None) -> str:
     if config is not None:
         (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))

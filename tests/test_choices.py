@@ -337,12 +337,9 @@ def test_table_layout(llama_store):  # noqa: F811 (the fixture imported above)
 
 
 @pytest.mark.integration
-def test_rule_writes_the_choices_table_beside_the_metrics(tmp_path):
-    from tests.helpers import snakemake, tiny_config
-
-    config = tiny_config(**{"animals-k2": {"category": "Animals", "k": 2, "n_targets": 3}})
-    base = tmp_path / "results" / "metrics" / "tiny-mistral" / "trained"
-    snakemake(tmp_path, str(base.relative_to(tmp_path) / "animals-k2.choices.parquet"), config=config)
+def test_rule_writes_the_choices_table_beside_the_metrics(tiny_default_run):
+    """The session's tiny run: animals-k2 has 3 prompts on the 2-layer tiny Mistral."""
+    base = tiny_default_run / "results" / "metrics" / "tiny-mistral" / "trained"
     table = pd.read_parquet(base / "animals-k2.choices.parquet")
     assert tuple(table.columns) == choices.COLUMNS
     assert set(table["choice"]) == set(choices.CHOICES)

@@ -1,6 +1,7 @@
 """The HTML report end to end: a real Snakemake run of the named `report` target on a tiny
-config, then the report opened in headless Chromium: every embedded figure decodes (no broken
-image), the app renders its categories, and a screenshot shows a figure."""
+config with three variants (the session's tiny_variants_run), then the report opened in headless
+Chromium: every embedded figure decodes (no broken image), the app renders its categories, and a
+screenshot shows a figure."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ import pandas as pd
 import pytest
 
 from attnscope import claims, report
-from tests.helpers import REPORT_AFTER_RUN, snakemake, tiny_config
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_FLAGS = [
@@ -68,29 +68,9 @@ PROBE = """
 """
 
 
-def report_config() -> dict:
-    config = tiny_config(**{"animals-k2": {"category": "Animals", "k": 2, "n_targets": 2}})
-    config["experiments"]["animals-k2"]["variants"] = ["trained", "random-s0", "qkscale-a2"]
-    config["figures"] = {
-        "dpi": 60,
-        "maps": [
-            {
-                "experiments": ["animals-k2"],
-                "variants": "all",
-                "targets": ["Ant"],
-                "kinds": ["word_grid", "token_grid", "cosine", "word_pass", "token_pass"],
-            }
-        ],
-        "mp_shapes": [[128, 64]],
-    }
-    return config
-
-
-@pytest.fixture(scope="module")
-def report_run(tmp_path_factory) -> Path:
-    workdir = tmp_path_factory.mktemp("report-run")
-    snakemake(workdir, "report", *REPORT_AFTER_RUN, config=report_config())
-    return workdir
+@pytest.fixture
+def report_run(tiny_variants_run) -> Path:
+    return tiny_variants_run
 
 
 def embedded_results(html: str) -> dict:
@@ -167,7 +147,7 @@ def test_report_bundles_figures_tables_and_claims(report_run):
     assert "random-uniform" in set(table["claim"])
     comparison = pd.read_csv(report_run / "results" / "tables" / "tiny-mistral" / "animals-k2_variants.csv")
     assert list(comparison.columns) == ["Word", "Reference Clue", "trained", "random-s0", "qkscale-a2"]
-    assert list(comparison["Word"]) == ["Ant", "Bee"]
+    assert list(comparison["Word"]) == ["Ant", "Bee", "Fox"]
 
 
 def chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -1,13 +1,13 @@
 """Partial reruns on a tiny config: a config change reruns exactly the jobs that read it.
 
-One real run of the default target, then Snakemake dry runs after each change. The
-expected jobs are read off a `--forceall` dry run of the changed config (all its jobs)
-by their wildcards, e.g. "every job of variant qkscale-a2 of animals-k2", so the tests
-hold for every stage in the default target, present and future. Jobs that combine others
-(an experiment's variant comparison, a model's spectra figures, the claims table) rerun with
-what they combine, and only then (`with_aggregates`). Every value a rule uses
-reaches it through `params:` (Snakemake's params rerun trigger); a rule that read config
-any other way would be missed by the dry run, and the changed-value cases below fail.
+One real run of the default target (the session's tiny_variants_run), then Snakemake dry
+runs after each change. The expected jobs are read off a `--forceall` dry run of the changed
+config (all its jobs) by their wildcards, e.g. "every job of variant qkscale-a2 of
+animals-k2", so the tests hold for every stage in the default target, present and future.
+Jobs that combine others (an experiment's variant comparison, a model's spectra figures, the
+claims table) rerun with what they combine, and only then (`with_aggregates`). Every value a
+rule uses reaches it through `params:` (Snakemake's params rerun trigger); a rule that read
+config any other way would be missed by the dry run, and the changed-value cases below fail.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from tests.helpers import every_job, planned_jobs, snakemake, tiny_config, with_aggregates
+from tests.helpers import every_job, planned_jobs, variants_config, with_aggregates
 
 pytestmark = pytest.mark.integration
 
@@ -26,26 +26,13 @@ MODEL = "tiny-mistral"
 
 
 def base_config() -> dict:
-    config = tiny_config(
-        **{
-            "animals-k2": {
-                "category": "Animals",
-                "k": 2,
-                "n_targets": 2,
-                "variants": ["trained", "qkscale-a0.5"],
-            },
-            "food-k3": {"category": "Food", "k": 3, "n_targets": 2},
-        }
-    )
-    config["generation"] = {"max_new_tokens": 4, "batch_size": 2}
-    return config
+    """The config of the session's tiny run with three variants (conftest's tiny_variants_run)."""
+    return variants_config()
 
 
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("reruns")
-    snakemake(workdir, config=base_config())
-    return workdir
+@pytest.fixture
+def finished_run(tiny_variants_run):
+    return tiny_variants_run
 
 
 def write_config(workdir, change=None) -> None:
@@ -97,10 +84,10 @@ def test_nothing_changed_runs_nothing(finished_run):
 
 def test_one_alpha_added_runs_only_that_variant(finished_run):
     def add_alpha(config):
-        config["experiments"]["animals-k2"]["variants"].append("qkscale-a2")
+        config["experiments"]["animals-k2"]["variants"].append("qkscale-a0.5")
 
     planned, jobs = run_after(finished_run, add_alpha)
-    assert planned == with_aggregates(having(jobs, "variant=qkscale-a2", "experiment=animals-k2"), jobs)
+    assert planned == with_aggregates(having(jobs, "variant=qkscale-a0.5", "experiment=animals-k2"), jobs)
     assert ("clue_comparison", f"model={MODEL}, experiment=animals-k2") in planned
     assert not having(planned, "experiment=food-k3")
     assert {"generate_clues", "clue_table"} <= {rule for rule, _ in planned}
@@ -129,7 +116,8 @@ def test_one_k_changed_runs_only_that_experiment(finished_run):
     assert planned == with_aggregates(prompt_side(having(jobs, "experiment=animals-k2")), jobs)
     assert not having(planned, "experiment=food-k3", rules=("weight_spectra", "spectra_comparison"))
     assert {wc for rule, wc in planned if rule == "generate_clues"} == {
-        f"model={MODEL}, variant={variant}, experiment=animals-k2" for variant in ("trained", "qkscale-a0.5")
+        f"model={MODEL}, variant={variant}, experiment=animals-k2"
+        for variant in ("trained", "random-s0", "qkscale-a2")
     }
 
 

@@ -154,12 +154,12 @@ def test_a_new_shot_seed_runs_only_its_own_jobs(tiny_run):
     assert planned_jobs(tiny_run) == []
 
 
-def test_same_config_gives_the_same_bytes(tiny_run, tmp_path):
-    snakemake(tmp_path, "clues", config=tiny_config())
+def test_same_config_gives_the_same_bytes(tiny_run, tiny_cold_run):
+    """A second cold run of the same config, of other targets (the session's tiny_cold_run)."""
     tables = sorted((tiny_run / "results").rglob("*.parquet"))
     compared = 0
     for table in tables:
-        twin = tmp_path / table.relative_to(tiny_run)
+        twin = tiny_cold_run / table.relative_to(tiny_run)
         if twin.exists():
             assert table.read_bytes() == twin.read_bytes(), table
             compared += 1
