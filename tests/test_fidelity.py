@@ -26,9 +26,10 @@ def test_thesis_preset_word_maps_are_the_notebooks(tmp_path, embedded_model_dir)
     shutil.copytree(embedded_model_dir, tmp_path / "results" / "models" / "smollm2")
     write_config(tmp_path, config)
     config_file = str(tmp_path / "config.yaml")
-    snakemake(
-        tmp_path, "clues", "attention", "figures", "--replace-workflow-config", "--configfile", config_file
-    )
+    # The files read below (the prompts with them): trained's store and its map figures.
+    run = "smollm2/trained/animals-k3"
+    store, figures = f"results/attention/{run}.zarr", f"results/figures/{run}"
+    snakemake(tmp_path, store, figures, "--replace-workflow-config", "--configfile", config_file)
     results = tmp_path / "results"
     table = pd.read_parquet(results / "prompts" / "smollm2" / "animals-k3.parquet")
     row = table.iloc[0]
