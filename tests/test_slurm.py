@@ -62,9 +62,10 @@ def slurm_snakemake(workdir: Path, *args: str, config: dict, timeout: int = SLUR
         workdir,
         "--workflow-profile",
         str(REPO / "profiles" / "slurm"),
-        # The test node has 2 CPUs and jobs take seconds: fewer threads, faster polling.
+        # The test node has 2 CPUs and jobs take seconds: one thread per job, so that two run
+        # side by side, and faster polling.
         "--max-threads",
-        "2",
+        "1",
         "--slurm-init-seconds-before-status-checks",
         "2",
         "--seconds-between-status-checks",
@@ -171,7 +172,7 @@ def test_slurm_run_equals_local_run(cluster, tiny_default_run, tmp_path):
     granted = job_request(generate["id"])
     assert granted["MinMemoryNode"] == f"{expected.mem_mb}M"
     assert minutes(granted["TimeLimit"]) == expected.runtime
-    assert granted["NumCPUs"] == "2"
+    assert granted["NumCPUs"] == "1"  # the rule's MODEL_THREADS, scaled down to --max-threads
 
 
 def test_cuda_on_a_cluster_without_gpus_fails_before_any_job(cluster, tmp_path):
