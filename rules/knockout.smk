@@ -3,9 +3,7 @@
 # model's clue; per model × experiment, the effects table and its figure. Each knockout is its
 # own job, so adding one to the config runs only it (and the table that combines them).
 
-from attnscope import effects as attnscope_effects
-
-KNOCKOUTS = attnscope_effects.knockout_plan(
+KNOCKOUTS = attnscope_variants.knockout_plan(
     config["knockout"],
     # Layer counts: the prepared manifest, else the spec (tiny-random) or attnscope.resources.KNOWN.
     {

@@ -28,11 +28,11 @@ OPTIONS = {"edges": ["target-shotwords", "control-target-shotwords"], "window": 
     ],
 )
 def test_windows(layers, change, expected):
-    assert effects.windows({**OPTIONS, **change}, layers) == expected
+    assert variants.windows({**OPTIONS, **change}, layers) == expected
 
 
 def test_knockout_names_parse_as_their_edge_set_and_window():
-    names = effects.knockout_variants(OPTIONS, 20)
+    names = variants.knockout_variants(OPTIONS, 20)
     assert names == [
         "knockout-target-shotwords-L0-9",
         "knockout-target-shotwords-L10-19",
@@ -59,19 +59,19 @@ def test_knockout_names_parse_as_their_edge_set_and_window():
 )
 def test_bad_knockout_options_name_the_key(change, message):
     with pytest.raises(ValueError, match=message):
-        effects.knockout_variants({**OPTIONS, **change}, 30)
+        variants.knockout_variants({**OPTIONS, **change}, 30)
 
 
 def test_the_plan_runs_the_claims_experiments_unless_told():
     options = {**OPTIONS, "experiments": None}
-    plan = effects.knockout_plan(options, {"a": 2, "b": 20}, ["k3", "k5"], ["k3"])
+    plan = variants.knockout_plan(options, {"a": 2, "b": 20}, ["k3", "k5"], ["k3"])
     assert plan == {
-        "a": {"k3": effects.knockout_variants(OPTIONS, 2)},
-        "b": {"k3": effects.knockout_variants(OPTIONS, 20)},
+        "a": {"k3": variants.knockout_variants(OPTIONS, 2)},
+        "b": {"k3": variants.knockout_variants(OPTIONS, 20)},
     }
-    assert effects.knockout_plan({**OPTIONS, "experiments": []}, {"a": 2}, ["k3"], ["k3"]) == {"a": {}}
+    assert variants.knockout_plan({**OPTIONS, "experiments": []}, {"a": 2}, ["k3"], ["k3"]) == {"a": {}}
     with pytest.raises(ValueError, match=r"knockout.experiments: no experiment \['k8'\]"):
-        effects.knockout_plan({**OPTIONS, "experiments": ["k8"]}, {"a": 2}, ["k3", "k5"], ["k3"])
+        variants.knockout_plan({**OPTIONS, "experiments": ["k8"]}, {"a": 2}, ["k3", "k5"], ["k3"])
 
 
 # --- per-prompt effects on a tiny model ---

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 HEAVY = ("matplotlib", "torch", "transformers")
-SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+REPO = Path(__file__).resolve().parent.parent
+SCRIPTS = REPO / "scripts"
 MODEL_CLASSES = "transformers.modeling_utils"
 """Where ``PreTrainedModel`` lives: what loading a tokenizer does not need."""
 
@@ -80,6 +81,25 @@ def test_prepared_model_reader_loads_no_model_classes():
     loaded = imported_after("attnscope.prepared")
     assert MODEL_CLASSES not in loaded and "attnscope.models" not in loaded
     assert MODEL_CLASSES in imported_after("attnscope.models")  # the check can fail
+
+
+def snakefile_imports() -> str:
+    """The attnscope imports of the Snakefile and its rule files (what every snakemake command,
+    and every job on a cluster, loads while it parses the workflow)."""
+    sources = [REPO / "Snakefile", *sorted((REPO / "rules").glob("*.smk"))]
+    return "\n".join(
+        line for path in sources for line in path.read_text().splitlines() if line.startswith("from attnscope")
+    )
+
+
+def test_the_workflow_parses_without_scipy_or_a_model_library():
+    """Parsing the workflow plans the knockouts and reads configs and manifests; the statistics
+    (scipy.stats: 0.6 s to import) and the model libraries load in the jobs that use them."""
+    statements = snakefile_imports()
+    assert "import variants" in statements and "import config" in statements
+    loaded = loaded_by(statements)
+    assert not loaded & {"scipy", *HEAVY}, f"the Snakefile imports {sorted(loaded & {'scipy', *HEAVY})}"
+    assert "scipy" in imported_after("attnscope.effects")  # the check can fail
 
 
 def test_check_sees_a_heavy_import():

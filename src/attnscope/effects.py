@@ -1,5 +1,6 @@
-"""Knockout effects: which knockouts a run makes (edge sets × layer windows), and what blocking
-them does to the trained model's clue, per edge set and window, with its uncertainty.
+"""Knockout effects: what blocking an edge set does to the trained model's clue, per edge set
+and layer window, with its uncertainty (which knockouts a run makes is
+:func:`attnscope.variants.knockout_plan`).
 
 A knockout job (:func:`attnscope.knockout.prompt_effects`) writes one row per prompt: the
 trained clue's log-probability under teacher forcing with and without the knockout and, with
@@ -7,13 +8,12 @@ trained clue's log-probability under teacher forcing with and without the knocko
 turns those rows into one row per knockout: the mean change with its cluster-bootstrap interval
 over target words, and the paired difference to the random control of the same edge set and
 window with a sign-flip test over targets (Benjamini–Hochberg over the set's windows;
-:mod:`attnscope.stats`). This module imports no model library: the Snakefile reads it.
+:mod:`attnscope.stats`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -21,73 +21,10 @@ import pandas as pd
 from attnscope import stats, variants
 from attnscope.io import markdown_table
 
-CONTROL_PREFIX = "control-"
-EDGE_CHOICES = (*variants.EDGE_SETS, *(CONTROL_PREFIX + e for e in variants.EDGE_SETS))
-"""What ``knockout.edges`` lists: a named edge set, or ``control-<set>``, its random control."""
-
 PROMPT_KEYS = ["experiment", "prompt_index"]
 GREEDY = {"chrf": "chrF of the greedy clue against the trained one", "exact_match": "exact match",
           "end_marker": "ends at the end marker"}  # fmt: skip
 """The greedy clue's scores (per prompt) and what they mean."""
-
-
-def windows(options: Mapping[str, Any], num_layers: int) -> list[tuple[int, int]]:
-    """The layer windows (first, last; 0-based, inclusive) of ``knockout:`` on a model of
-    ``num_layers`` layers: ``windows`` as listed, else windows of ``window`` layers every
-    ``stride`` layers from layer 0, the last one ending at the last layer."""
-    if options.get("windows"):
-        for i, (first, last) in enumerate(options["windows"]):
-            if not 0 <= first <= last < num_layers:
-                raise ValueError(
-                    f"knockout.windows[{i}]: [{first}, {last}] is not a layer range of a model with "
-                    f"layers 0-{num_layers - 1}"
-                )
-        return [(int(a), int(b)) for a, b in options["windows"]]
-    width = min(int(options["window"]), num_layers)
-    stride = int(options["stride"] or width)
-    found = [(a, a + width - 1) for a in range(0, num_layers - width + 1, stride)]
-    if found[-1][1] != num_layers - 1:
-        found.append((num_layers - width, num_layers - 1))
-    return found
-
-
-def knockout_name(edges: str, seed: int, window: tuple[int, int]) -> str:
-    """The variant name of one ``knockout.edges`` entry (a control with ``seed``) in ``window``."""
-    first, last = window
-    if edges.startswith(CONTROL_PREFIX):
-        return f"knockout-{edges}-s{seed}-L{first}-{last}"
-    return f"knockout-{edges}-L{first}-{last}"
-
-
-def knockout_variants(options: Mapping[str, Any], num_layers: int) -> list[str]:
-    """Every knockout of ``knockout:`` on a model of ``num_layers`` layers (edge set × window)."""
-    for i, edges in enumerate(options["edges"]):
-        if edges not in EDGE_CHOICES:
-            raise ValueError(f"knockout.edges[{i}]: {edges!r} is none of {', '.join(EDGE_CHOICES)}")
-    return [
-        knockout_name(edges, options["control_seed"], window)
-        for edges in options["edges"]
-        for window in windows(options, num_layers)
-    ]
-
-
-def knockout_plan(
-    options: Mapping[str, Any],
-    layers: Mapping[str, int],
-    experiments: Sequence[str],
-    claims_experiments: Sequence[str],
-) -> dict[str, dict[str, list[str]]]:
-    """Model → experiment → its knockouts: ``knockout.experiments`` (default: the claims
-    experiments) × :func:`knockout_variants` on each model's ``layers``."""
-    chosen = claims_experiments if options["experiments"] is None else options["experiments"]
-    unknown = [name for name in chosen if name not in experiments]
-    if unknown:
-        raise ValueError(
-            f"knockout.experiments: no experiment {unknown} (experiments: {', '.join(experiments)})"
-        )
-    return {
-        model: {name: knockout_variants(options, count) for name in chosen} for model, count in layers.items()
-    }
 
 
 def _labels(names: Sequence[str]) -> pd.DataFrame:

@@ -30,8 +30,9 @@ inclusive), e.g. ``qkscale-a2-L0-9``; without it they edit every layer.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # torch is imported inside the edits so the Snakefile parses variant names fast
     import torch
@@ -64,6 +65,10 @@ FORMS = (
 )
 
 # A negative alpha (qkscale-a-1) matches no form; say what is wrong rather than "unknown variant".
+CONTROL_PREFIX = "control-"
+EDGE_CHOICES = (*EDGE_SETS, *(CONTROL_PREFIX + e for e in EDGE_SETS))
+"""What ``knockout.edges`` lists: a named edge set, or ``control-<set>``, its random control."""
+
 _ALPHA = "variant {name!r}: alpha must be > 0 (e.g. qkscale-a2 doubles W_q and W_k, qkscale-a0.5 halves them)"
 _NEGATIVE_ALPHA = re.compile(rf"(?:qkscale|qktop-r\d+)-a-{_NUMBER}{_LAYERS}")
 
@@ -125,6 +130,65 @@ def parse(name: str) -> Variant:
     if _NEGATIVE_ALPHA.fullmatch(name):
         raise ValueError(_ALPHA.format(name=name))
     raise ValueError(f"unknown variant {name!r}; expected one of: {FORMS}")
+
+
+def windows(options: Mapping[str, Any], num_layers: int) -> list[tuple[int, int]]:
+    """The layer windows (first, last; 0-based, inclusive) of ``knockout:`` on a model of
+    ``num_layers`` layers: ``windows`` as listed, else windows of ``window`` layers every
+    ``stride`` layers from layer 0, the last one ending at the last layer."""
+    if options.get("windows"):
+        for i, (first, last) in enumerate(options["windows"]):
+            if not 0 <= first <= last < num_layers:
+                raise ValueError(
+                    f"knockout.windows[{i}]: [{first}, {last}] is not a layer range of a model with "
+                    f"layers 0-{num_layers - 1}"
+                )
+        return [(int(a), int(b)) for a, b in options["windows"]]
+    width = min(int(options["window"]), num_layers)
+    stride = int(options["stride"] or width)
+    found = [(a, a + width - 1) for a in range(0, num_layers - width + 1, stride)]
+    if found[-1][1] != num_layers - 1:
+        found.append((num_layers - width, num_layers - 1))
+    return found
+
+
+def knockout_name(edges: str, seed: int, window: tuple[int, int]) -> str:
+    """The variant name of one ``knockout.edges`` entry (a control with ``seed``) in ``window``."""
+    first, last = window
+    if edges.startswith(CONTROL_PREFIX):
+        return f"knockout-{edges}-s{seed}-L{first}-{last}"
+    return f"knockout-{edges}-L{first}-{last}"
+
+
+def knockout_variants(options: Mapping[str, Any], num_layers: int) -> list[str]:
+    """Every knockout of ``knockout:`` on a model of ``num_layers`` layers (edge set × window)."""
+    for i, edges in enumerate(options["edges"]):
+        if edges not in EDGE_CHOICES:
+            raise ValueError(f"knockout.edges[{i}]: {edges!r} is none of {', '.join(EDGE_CHOICES)}")
+    return [
+        knockout_name(edges, options["control_seed"], window)
+        for edges in options["edges"]
+        for window in windows(options, num_layers)
+    ]
+
+
+def knockout_plan(
+    options: Mapping[str, Any],
+    layers: Mapping[str, int],
+    experiments: Sequence[str],
+    claims_experiments: Sequence[str],
+) -> dict[str, dict[str, list[str]]]:
+    """Model → experiment → its knockouts: ``knockout.experiments`` (default: the claims
+    experiments) × :func:`knockout_variants` on each model's ``layers``."""
+    chosen = claims_experiments if options["experiments"] is None else options["experiments"]
+    unknown = [name for name in chosen if name not in experiments]
+    if unknown:
+        raise ValueError(
+            f"knockout.experiments: no experiment {unknown} (experiments: {', '.join(experiments)})"
+        )
+    return {
+        model: {name: knockout_variants(options, count) for name in chosen} for model, count in layers.items()
+    }
 
 
 def random_init(config: PretrainedConfig, seed: int, dtype: torch.dtype | None = None) -> PreTrainedModel:
