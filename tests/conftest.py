@@ -128,12 +128,25 @@ def tiny_variants_run(tiny_default_run, tmp_path_factory) -> Path:
     return workdir
 
 
+EMBEDDED_PREPARED = "results/models/smollm2"
+"""Where a run puts the prepared embedded SmolLM2 (``embedded_model_run``)."""
+
+
 @pytest.fixture(scope="session")
-def embedded_model_dir(tmp_path_factory) -> Path:
-    """The embedded SmolLM2 prepared from its GGUF (about 30 s, once per session)."""
-    out = tmp_path_factory.mktemp("models") / "smollm2"
-    models.prepare_model("smollm2", embedded_spec(), out)
-    return out
+def embedded_model_run(tmp_path_factory) -> Path:
+    """A run of the workflow's prepare_model rule on the embedded SmolLM2 (its GGUF dequantized,
+    about 30 s, once per session); tests copy its results/models into their own runs."""
+    from tests.helpers import snakemake, tiny_config
+
+    workdir = tmp_path_factory.mktemp("embedded-run")
+    snakemake(workdir, f"{EMBEDDED_PREPARED}/{models.MANIFEST}", config=tiny_config("smollm2"))
+    return workdir
+
+
+@pytest.fixture(scope="session")
+def embedded_model_dir(embedded_model_run) -> Path:
+    """The embedded SmolLM2 as the prepare_model rule wrote it."""
+    return embedded_model_run / EMBEDDED_PREPARED
 
 
 def embedded_spec() -> dict:

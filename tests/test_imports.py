@@ -87,9 +87,8 @@ def snakefile_imports() -> str:
     """The attnscope imports of the Snakefile and its rule files (what every snakemake command,
     and every job on a cluster, loads while it parses the workflow)."""
     sources = [REPO / "Snakefile", *sorted((REPO / "rules").glob("*.smk"))]
-    return "\n".join(
-        line for path in sources for line in path.read_text().splitlines() if line.startswith("from attnscope")
-    )
+    lines = (line for path in sources for line in path.read_text().splitlines())
+    return "\n".join(line for line in lines if line.startswith("from attnscope"))
 
 
 def test_the_workflow_parses_without_scipy_or_a_model_library():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -166,11 +167,14 @@ def test_same_config_gives_the_same_bytes(tiny_run, tiny_cold_run):
     assert compared >= 5
 
 
-def test_embedded_model_end_to_end(tmp_path):
-    """The embedded SmolLM2 through the real workflow: prepare, prompts, generation, table."""
+def test_embedded_model_end_to_end(tmp_path, embedded_model_run):
+    """The embedded SmolLM2 through the real workflow: prepare (the session's run of the rule,
+    taken over as a finished job), prompts, generation, table."""
     config = tiny_config("smollm2", **{"animals-k3": {"category": "Animals", "k": 3, "n_targets": 2}})
     config["generation"] = {"max_new_tokens": 24, "batch_size": 2}
-    snakemake(tmp_path, "clues", config=config)
+    shutil.copytree(embedded_model_run / "results" / "models", tmp_path / "results" / "models")
+    output = snakemake(tmp_path, "clues", config=config)
+    assert "prepare_model" not in output, "the prepared model is taken over, not rebuilt"
     results = tmp_path / "results"
     clues = pd.read_parquet(results / "clues" / "smollm2" / "trained" / "animals-k3.parquet")
     assert list(clues["target"]) == ["Ant", "Bee"]

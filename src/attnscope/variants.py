@@ -24,7 +24,8 @@ inclusive), e.g. ``qkscale-a2-L0-9``; without it they edit every layer.
   run time in the layers first … last (:mod:`attnscope.knockout`, which names the edge sets),
   e.g. ``knockout-target-shotwords-L0-5``. ``knockout-control-{edges}-s{seed}-L{first}-{last}``
   blocks a random edge set of the same size per query row, drawn with ``seed``. The layer range
-  is required and non-empty.
+  is required and non-empty. :func:`knockout_plan` lists the knockouts that a config's
+  ``knockout:`` makes (edge sets × layer windows).
 """
 
 from __future__ import annotations
