@@ -199,10 +199,12 @@ def test_second_task_through_the_whole_workflow(tmp_path, embedded_model_dir):
     """The antonym example on the embedded SmolLM2: every target of the DAG, segments checked."""
     config = example_config("antonyms")
     config["theory"] = tiny_config()["theory"]
-    # Every target, with fewer of the jobs that repeat per init seed and layer window, and
-    # without the spectra's randomisation test (every matrix decomposed once, not twice).
+    # Every target, with fewer of the jobs that repeat per init seed, edge set and layer window,
+    # without the spectra's randomisation test (every matrix decomposed once, not twice), and
+    # with two head-type probes instead of eight.
     config["spectra"] = {"variants": ["trained", "random-s0"], "randomize": False}
-    config["knockout"] = {"window": 30}
+    config["knockout"] = {"window": 30, "edges": ["target-shotwords", "control-target-shotwords"]}
+    config["heads"] = {"probe_count": 2}
     models_dir = tmp_path / "results" / "models"
     models_dir.mkdir(parents=True)
     shutil.copytree(embedded_model_dir, models_dir / "smollm2")
