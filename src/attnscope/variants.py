@@ -65,11 +65,11 @@ FORMS = (
     f"(e.g. knockout-control-target-shotwords-s0-L0-5), <edges> one of {', '.join(EDGE_SETS)}"
 )
 
-# A negative alpha (qkscale-a-1) matches no form; say what is wrong rather than "unknown variant".
 CONTROL_PREFIX = "control-"
 EDGE_CHOICES = (*EDGE_SETS, *(CONTROL_PREFIX + e for e in EDGE_SETS))
 """What ``knockout.edges`` lists: a named edge set, or ``control-<set>``, its random control."""
 
+# A negative alpha (qkscale-a-1) matches no form; say what is wrong rather than "unknown variant".
 _ALPHA = "variant {name!r}: alpha must be > 0 (e.g. qkscale-a2 doubles W_q and W_k, qkscale-a0.5 halves them)"
 _NEGATIVE_ALPHA = re.compile(rf"(?:qkscale|qktop-r\d+)-a-{_NUMBER}{_LAYERS}")
 
