@@ -1,5 +1,5 @@
-"""Helpers of the tests that run the workflow: a tiny config, a Snakemake run in a directory,
-and the jobs a run plans."""
+"""Helpers shared by test files: a tiny config, a Snakemake run in a directory and the jobs a
+run plans; an attention store's arrays recomputed from its own maps, and float16 steps between maps."""
 
 from __future__ import annotations
 
@@ -7,8 +7,12 @@ import re
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import yaml
+import zarr
+from threadpoolctl import threadpool_limits
 
+from attnscope import attention, choices, metrics, store
 from tests.conftest import snakemake_command, workflow_config
 
 REPORT_AFTER_RUN = ("--report", "results/report.html", "--report-after-run")
@@ -149,3 +153,85 @@ def with_aggregates(selected: list, jobs: list, claims_experiment: str = "animal
         if rule == "head_correlations" and any(set(wc.split(", ")) <= t for t in tables)
     ]
     return sorted(chosen)
+
+
+def float16_steps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """How many float16 values lie between ``a`` and ``b`` (non-negative float16 arrays, whose bit
+    patterns order like their values), element by element."""
+    assert a.dtype == b.dtype == np.float16 and a.shape == b.shape
+    assert not (np.signbit(a).any() or np.signbit(b).any()), "maps are non-negative"
+    return np.abs(a.view(np.uint16).astype(np.int32) - b.view(np.uint16).astype(np.int32))
+
+
+def derived_arrays(group: zarr.Group) -> dict[str, tuple[tuple, np.ndarray]]:
+    """What a prompt group of an attention store derives from its stored maps, recomputed here
+    from the stored maps alone, as ``{array: (index, values)}``: the head means of the kept heads
+    (float32 sum in head order), the streamed metrics and singular values of every stored map
+    (without kept heads: of the head mean only, ``index`` selects it), the head means' choices (in
+    the capture's chunks of layers) and word maps, the same of the value-weighted maps. A store's
+    arrays are a function of its maps exactly when ``array[index]`` equals ``values`` bit for bit.
+    numpy's BLAS runs on one thread, as in the capture (a long dot product split over threads
+    rounds differently)."""
+    with threadpool_limits(1, "blas"):
+        return _derived_arrays(group)
+
+
+def _derived_arrays(group: zarr.Group) -> dict[str, tuple[tuple, np.ndarray]]:
+    attrs, num_heads = group.attrs, group["metrics"].shape[1] - 1
+    layout = metrics.MapLayout(
+        np.array(attrs["token_shot"]), np.array(attrs["token_segment"]), group["cosine"][...]
+    )
+    n = attrs["n_tokens"]
+    step = max(1, choices.CHUNK_VALUES // (n * n))
+    words = store.word_membership_matrix(attrs["token_word"], attrs["map_words"])
+    thesis_words = store.word_membership_matrix(attrs["thesis_token_word"], range(len(attrs["thesis_words"])))
+    every, mean_only = (slice(None),), (slice(None), slice(num_heads, None))
+    derived: dict[str, tuple[tuple, np.ndarray]] = {}
+    for prefix in ("", "value_"):
+        if f"{prefix}head_mean" not in group:
+            continue
+        head_mean = group[f"{prefix}head_mean"][...]
+        heads = group[f"{prefix}attn"][...] if f"{prefix}attn" in group else None
+        maps = head_mean[:, None] if heads is None else np.concatenate([heads, head_mean[:, None]], axis=1)
+        kept = every if heads is not None else mean_only
+        derived[f"{prefix}metrics"] = (
+            kept,
+            np.array([[metrics.streamed_metrics(m, layout) for m in layer] for layer in maps]),
+        )
+        derived[f"{prefix}choices"] = (
+            every,
+            np.concatenate(
+                [
+                    choices.stored_choices(
+                        head_mean[i : i + step], attrs["token_segment"], attrs["token_shot"]
+                    )
+                    for i in range(0, len(head_mean), step)
+                ]
+            ),
+        )
+        summed = np.stack([attention.word_maps(m, words)[0] for m in head_mean])
+        derived[f"{prefix}word_attn_sum"] = (every, summed)
+        if prefix:
+            continue
+        derived["word_attn_mean_query"] = (
+            every,
+            np.stack([attention.word_maps(m, words)[1] for m in head_mean]),
+        )
+        derived["thesis_word_attn_sum"] = (
+            every,
+            np.stack([attention.word_maps(m, thesis_words)[0] for m in head_mean]),
+        )
+        singular = np.stack([attention.singular_values(layer) for layer in maps])
+        derived["singular_values"] = (kept, singular)
+        if heads is not None:
+            total = heads[:, 0].astype(np.float32)
+            for head in range(1, num_heads):
+                total += heads[:, head]
+            derived["head_mean"] = (every, (total / np.float32(num_heads)).astype(np.float16))
+    return derived
+
+
+def assert_derived_from_its_maps(group: zarr.Group) -> None:
+    """Every array of a prompt group that derives from its maps is :func:`derived_arrays` bit for bit."""
+    for name, (index, values) in derived_arrays(group).items():
+        np.testing.assert_array_equal(group[name][index], values, err_msg=f"{group.path}/{name}")

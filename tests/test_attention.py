@@ -24,6 +24,7 @@ from threadpoolctl import threadpool_limits
 import attnscope
 from attnscope import attention, capture, choices, metrics, models, prompts, store, variants
 from tests.conftest import REPO
+from tests.helpers import assert_derived_from_its_maps, derived_arrays, float16_steps
 
 CLUE = "Man's best friend, semi-aquatic.#"
 SPEC = {"category": "Animals", "k": 3, "seed": 0}
@@ -88,6 +89,7 @@ def test_captured_attention_equals_output_attentions(fixture, request, sample_cl
     ]
 
 
+@pytest.mark.routes
 def test_layer_capture_streams_one_layer_at_a_time(tiny_mistral):
     """The sink gets each layer's probabilities of the first sequence, in layer order, as
     output_attentions returns them."""
@@ -126,6 +128,7 @@ def assert_same_to_float16_rounding(a: torch.Tensor, b: torch.Tensor) -> None:
     np.testing.assert_allclose(a.half().float().numpy(), b.half().float().numpy(), rtol=2**-10, atol=2**-24)
 
 
+@pytest.mark.routes
 @pytest.mark.parametrize(("fixture", "sliding_window"), [("tiny_llama", None), ("tiny_mistral", 40)])
 def test_sdpa_route_equals_eager_attention(fixture, sliding_window, request, sample_clues):
     """Probabilities recomputed beside SDPA equal the eager kernel's (its mask, scaling, GQA)."""
@@ -162,12 +165,18 @@ def arrays(path: Path) -> dict[str, np.ndarray]:
         ("tiny_mistral", 40, "sdpa"),
     ],
 )
+@pytest.mark.routes
 def test_a_shared_prefix_stores_what_whole_prompts_store(
     fixture, sliding_window, kernel, request, sample_clues, tmp_path
 ):
     """The prompts' common prefix run once, each prompt run from its end behind the prefix's
-    KV cache: every array of the store equal to running each prompt whole (both kernels; a
-    sliding window shorter than the prefix)."""
+    KV cache, against running each prompt whole (both kernels; a sliding window shorter than the
+    prefix). A matrix product of the prefix's rows rounds differently from one of the whole
+    prompt's, by an amount that depends on the CPU's kernel width, so what holds on every machine
+    is: the maps within one float16 step (head means within one step of values ≤ 1), and each
+    route's metrics, singular values, choices and word maps exactly those of its own maps — a
+    discontinuous metric (ε-rank, diagonal share) is compared through its map, never by a tolerance.
+    The embedding cosine and the attributes do not depend on the route: equal."""
     model, tokenizer = request.getfixturevalue(fixture)
     table = prompt_table(tokenizer, sample_clues, targets=["Ant", "Bee", "Fox"])
     inputs = attention.prompt_inputs(table, tokenizer, clue_table(table, tokenizer), ["bee"])
@@ -194,8 +203,39 @@ def test_a_shared_prefix_stores_what_whole_prompts_store(
         model.config.sliding_window = previous
     shared_arrays, whole = arrays(stores[True]), arrays(stores[False])
     assert shared_arrays.keys() == whole.keys() and {"001/attn", "001/value_attn"} <= whole.keys()
-    for name, values in whole.items():
-        np.testing.assert_array_equal(shared_arrays[name], values, err_msg=name)
+    for name in whole:
+        if name.endswith("attn"):
+            assert float16_steps(shared_arrays[name], whole[name]).max() <= 1, name
+        elif name.endswith("head_mean"):
+            np.testing.assert_allclose(shared_arrays[name], whole[name], rtol=0, atol=2**-10, err_msg=name)
+        elif name.endswith("cosine"):
+            np.testing.assert_array_equal(shared_arrays[name], whole[name], err_msg=name)
+    roots = {share: zarr.open_group(path, mode="r") for share, path in stores.items()}
+    for p in inputs:
+        assert dict(roots[True][p.group].attrs) == dict(roots[False][p.group].attrs)
+        for root in roots.values():
+            assert_derived_from_its_maps(root[p.group])
+
+
+@pytest.mark.routes
+def test_the_route_checks_fail_on_maps_built_to_differ(llama_store, tmp_path):
+    """The checks above can fail: two float16 steps apart is not one, and a head mean moved by
+    one step on a word's diagonal no longer gives its group's stored metrics and word maps."""
+    path, _ = llama_store
+    attn = zarr.open_group(path, mode="r")["000"]["attn"][...]
+    assert float16_steps(attn, attn).max() == 0
+    assert float16_steps((attn.view(np.uint16) + 2).view(np.float16), attn).max() == 2
+    group = zarr.open_group(shutil.copytree(path, tmp_path / "moved.zarr"), mode="r+")["000"]
+    token = list(np.isin(group.attrs["token_word"], group.attrs["map_words"])).index(True)
+    head_mean = group["head_mean"][...]
+    head_mean[1, token, token] = (head_mean[1, token, token : token + 1].view(np.uint16) + 1).view(
+        np.float16
+    )[0]
+    group["head_mean"][...] = head_mean
+    derived = derived_arrays(group)
+    for name in ("head_mean", "metrics", "choices", "word_attn_sum", "thesis_word_attn_sum"):
+        index, values = derived[name]
+        assert not np.array_equal(values, group[name][index], equal_nan=True), name
 
 
 def dense_value_weighted(model, ids) -> np.ndarray:
@@ -262,6 +302,7 @@ def test_value_weighted_maps_equal_a_dense_reference(fixture, request, sample_cl
     np.testing.assert_allclose(rows, 1.0, atol=2e-2)
 
 
+@pytest.mark.routes
 def test_without_values_the_weights_are_stored_alone_and_the_same(tiny_llama, sample_clues, tmp_path):
     """``with_values=False`` (the benchmark's comparison): no ``value_*`` array, every other array
     byte-identical to the full extraction's."""
@@ -484,24 +525,14 @@ def test_word_maps_group_each_words_subwords_and_keep_the_mass(llama_store, tiny
                 assert mean_query[layer, i, j] == pytest.approx(cell / len(members[wq]), rel=1e-5, abs=1e-7)
 
 
+@pytest.mark.routes
 def test_stored_metrics_are_the_metrics_of_the_stored_maps(llama_store):
+    """Every array derived from the maps (metrics, singular values, choices, word maps, of the
+    weights and of the value-weighted maps) is what the library computes from the stored maps,
+    bit for bit."""
     path, _ = llama_store
     group = zarr.open_group(path, mode="r")["000"]
-    attrs = group.attrs
-    layout = metrics.MapLayout(
-        np.array(attrs["token_shot"]), np.array(attrs["token_segment"]), group["cosine"][...]
-    )
-    for prefix in ("", "value_"):  # the weights, then the value-weighted maps
-        stored = group[f"{prefix}metrics"][...]
-        attn, head_mean = group[f"{prefix}attn"][...], group[f"{prefix}head_mean"][...]
-        for layer in range(stored.shape[0]):
-            for head in range(attn.shape[1]):
-                np.testing.assert_allclose(
-                    stored[layer, head], metrics.streamed_metrics(attn[layer, head], layout)
-                )
-            np.testing.assert_allclose(stored[layer, -1], metrics.streamed_metrics(head_mean[layer], layout))
-        stored_choices = choices.stored_choices(head_mean, attrs["token_segment"], attrs["token_shot"])
-        np.testing.assert_allclose(group[f"{prefix}choices"][...], stored_choices)
+    assert_derived_from_its_maps(group)
     assert not np.allclose(group["value_metrics"][...], group["metrics"][...])
     stored = group["metrics"][...]
     row = dict(zip(metrics.STREAMED, stored[0, -1]))
@@ -582,6 +613,7 @@ def store_pass_tables(
     return np.array(ranks), pd.DataFrame(frames)
 
 
+@pytest.mark.routes
 @pytest.mark.parametrize("k", [2, 3])
 def test_capture_metrics_equal_the_store_pass(tiny_llama, sample_clues, tmp_path, k):
     """The tables assembled from the capture's arrays equal what the rule computed from the
@@ -607,6 +639,7 @@ def test_capture_metrics_equal_the_store_pass(tiny_llama, sample_clues, tmp_path
     )
 
 
+@pytest.mark.routes
 @pytest.mark.integration
 def test_embedded_model_capture_metrics_equal_the_store_pass(embedded_model_dir, sample_clues, tmp_path):
     """As above on SmolLM2's 30 layers (k = 3, head means; Ant's heads too). Equal to numpy's
@@ -632,6 +665,7 @@ def test_embedded_model_capture_metrics_equal_the_store_pass(embedded_model_dir,
     )
 
 
+@pytest.mark.routes
 def test_choices_in_chunks_of_layers_are_the_same(llama_store, tiny_llama, monkeypatch, tmp_path):
     """One layer at a time (``CHUNK_VALUES`` below one map, as for long prompts): the same
     arrays to float32 summation order (as ``pandas.testing.assert_frame_equal`` checks)."""
@@ -808,6 +842,7 @@ def test_capture_on_cuda_matches_the_cpu(tiny_llama, sample_clues, tmp_path):
     np.testing.assert_allclose(gpu["metrics"][...], cpu["metrics"][...], rtol=1e-2, atol=1e-2)
 
 
+@pytest.mark.routes
 @pytest.mark.integration
 @pytest.mark.parametrize("k", [3, 8])
 def test_embedded_model_sdpa_route_equals_eager(embedded_model_dir, sample_clues, tmp_path, k):
@@ -831,6 +866,7 @@ def test_embedded_model_sdpa_route_equals_eager(embedded_model_dir, sample_clues
     assert loaded.model.config._attn_implementation == "eager"
 
 
+@pytest.mark.routes
 @pytest.mark.integration
 @pytest.mark.parametrize("k", [3, 8])
 def test_embedded_model_shared_prefix_stores_what_whole_prompts_store(

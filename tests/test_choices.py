@@ -144,6 +144,7 @@ def measured(maps: np.ndarray, segment: list[str], shot: np.ndarray, choice: str
     return dict(zip(choices.CHOICE_METRICS, values[layer])) | {"n_queries": n_queries[layer]}
 
 
+@pytest.mark.routes
 @pytest.mark.parametrize("labels", [k3_labels, shot_labels])
 @pytest.mark.parametrize("choice", choices.CHOICES)
 def test_every_choice_matches_the_row_by_row_reference(choice, labels):

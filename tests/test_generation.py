@@ -29,11 +29,52 @@ def spread_llama(tmp_path_factory):
     )
 
 
+SPREAD_TARGETS = ["Ant", "Hippopotamus", "Bee", "Grizzlybear", "Fox", "Koi", "Axolotl"]
+
+
+@pytest.fixture(scope="module")
+def sequential(spread_llama):
+    """end marker -> the clues of :data:`SPREAD_TARGETS` generated one prompt at a time, each checked
+    against a reference computed another way: HF's own greedy generate, one prompt at a time
+    (computed once per end marker; the cases below compare their routes with it)."""
+    model, tokenizer = spread_llama
+    ids = prompt_ids(tokenizer, SPREAD_TARGETS)
+    found = {}
+
+    def clues(end_marker: str) -> list[generation.Generation]:
+        if end_marker not in found:
+            found[end_marker] = generation.generate(
+                model,
+                tokenizer,
+                ids,
+                max_new_tokens=12,
+                batch_size=1,
+                progress=False,
+                share_prefix=False,
+                end_marker=end_marker,
+            )
+            # An explicit mask: SmolLM2's pad token <|im_end|> also ends every turn inside the prompt.
+            for prompt, result in zip(ids, found[end_marker]):
+                out = model.generate(
+                    torch.tensor([prompt]),
+                    attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                    max_new_tokens=len(result.generated_ids),
+                    do_sample=False,
+                    pad_token_id=tokenizer.pad_token_id,
+                    eos_token_id=None,
+                )
+                assert out[0, len(prompt) :].tolist() == result.generated_ids
+        return found[end_marker]
+
+    return clues
+
+
+@pytest.mark.routes
 @pytest.mark.parametrize(("batch_size", "share_prefix"), [(3, True), (8, True), (8, False), (1, True)])
-def test_batched_equals_sequential(spread_llama, batch_size, share_prefix):
+def test_batched_equals_sequential(spread_llama, sequential, batch_size, share_prefix):
     """Batched, behind a shared prefix or not, gives one-prompt-at-a-time's tokens."""
     model, tokenizer = spread_llama
-    ids = prompt_ids(tokenizer, ["Ant", "Hippopotamus", "Bee", "Grizzlybear", "Fox", "Koi", "Axolotl"])
+    ids = prompt_ids(tokenizer, SPREAD_TARGETS)
     assert len({len(p) for p in ids}) > 2, "prompts of different lengths need padding"
     assert generation.shared_prefix_length(ids) > 20, "the chat template and instruction are shared"
     ids = [np.asarray(p) for p in ids] if share_prefix else ids  # as read from the prompt table
@@ -60,30 +101,9 @@ def test_batched_equals_sequential(spread_llama, batch_size, share_prefix):
     if batch_size == 3:  # prompts joined running ones: a prefill, then a step with more rows than it
         joined = [(a, b) for a, b in zip(calls, calls[1:]) if a[1] > 1 and b[1] == 1 and b[0] > a[0]]
         assert joined, calls
-    sequential = generation.generate(
-        model,
-        tokenizer,
-        ids,
-        max_new_tokens=12,
-        batch_size=1,
-        progress=False,
-        share_prefix=False,
-        end_marker=end_marker,
-    )
-    assert [g.generated_ids for g in batched] == [g.generated_ids for g in sequential]
-    assert [g.stop_reason for g in batched] == [g.stop_reason for g in sequential]
-    # A reference computed another way: HF's own greedy generate, one prompt at a time. The mask
-    # is explicit because SmolLM2's pad token <|im_end|> also ends every turn inside the prompt.
-    for prompt, result in zip(ids, sequential):
-        out = model.generate(
-            torch.tensor([prompt]),
-            attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
-            max_new_tokens=len(result.generated_ids),
-            do_sample=False,
-            pad_token_id=tokenizer.pad_token_id,
-            eos_token_id=None,
-        )
-        assert out[0, len(prompt) :].tolist() == result.generated_ids
+    alone = sequential(end_marker)
+    assert [g.generated_ids for g in batched] == [g.generated_ids for g in alone]
+    assert [g.stop_reason for g in batched] == [g.stop_reason for g in alone]
 
 
 def force_token_at_step(model, token_id: int, step: int):
@@ -248,6 +268,7 @@ def test_context_overflow_is_a_clear_error():
     generation.check_context(table, 96, {"name": "tiny", "max_position_embeddings": 4096})
 
 
+@pytest.mark.routes
 @pytest.mark.integration
 @pytest.mark.parametrize("k", [3, 8])
 def test_shared_prefix_gives_the_same_clues_on_the_embedded_model(embedded_model_dir, sample_clues, k):

@@ -207,6 +207,7 @@ def test_average_ranks_equal_rankdata_on_many_ties():
             assert got.dtype == np.float64
 
 
+@pytest.mark.routes
 @pytest.mark.parametrize("block", [headtable.RANK_BLOCK, 50])
 def test_the_index_bootstrap_gives_the_rankdata_routes_bits(block, monkeypatch):
     """Ties, NaN pairs, constant sides, a side constant once resampled, small samples: (ρ, low,

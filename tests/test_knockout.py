@@ -183,6 +183,7 @@ def test_an_empty_layer_range_changes_nothing(family, kernel):
     assert torch.equal(forward(model, ids), forward(model, ids, knockout.Knockout(model, blocked, [])))
 
 
+@pytest.mark.routes
 @pytest.mark.parametrize("kernel", capture.KERNELS)
 def test_blocked_edges_are_zero_and_the_rest_renormalised(family, kernel):
     """Knocked out in the last layer only, whose input is the trained model's: its map is the trained
@@ -305,6 +306,7 @@ def test_stored_maps_hold_the_blocked_edges_at_zero(tiny_llama, sample_clues, tm
             np.testing.assert_allclose(maps.sum(axis=-1), 1.0, atol=5e-3)
 
 
+@pytest.mark.routes
 def test_greedy_decoding_under_a_knockout_follows_its_teacher_forced_logits(family):
     """Generation (its prefix prefill, KV cache and position ids) inside a knockout writes the argmax
     of one forward pass over prompt and clue under the same knockout, not the trained model's clue."""
@@ -368,6 +370,7 @@ def test_clue_logprob_is_the_softmax_of_the_logits(family):
     assert not np.allclose(*got)
 
 
+@pytest.mark.routes
 @pytest.mark.parametrize("edges", ["target-shotwords", "across-shots", "clue-ownword"])
 def test_positions_before_the_first_blocked_query_are_shared(family, edges):
     """The prompt's positions before the first blocked query run once, into a cache both contexts
@@ -420,6 +423,7 @@ def test_first_blocked_query_of_a_continuation_only_set_is_the_prompt_end():
     assert knockout.first_blocked_query(nothing) >= n
 
 
+@pytest.mark.routes
 def test_clue_logprob_has_the_same_bytes_on_any_thread_count(prepared_tiny_mistral, sample_clues):
     """A cluster job and a laptop job run with different thread counts; the rows must not differ
     (the vocabulary matmul of a few rows rounds differently when threads split it)."""

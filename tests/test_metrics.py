@@ -174,6 +174,7 @@ def test_ranks_agree_with_the_theory_module_and_the_svd():
     assert metrics.stable_rank(a) == pytest.approx((sigma**2).sum() / sigma[0] ** 2, rel=1e-5)
 
 
+@pytest.mark.routes
 def test_batched_singular_values_are_each_maps_svd():
     """Float16 maps [map, query, key] in groups of ``chunk_bytes``, on one to three threads:
     each map's SVD in float64, in the maps' order."""

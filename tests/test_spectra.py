@@ -105,6 +105,7 @@ def count_decompositions(monkeypatch) -> list[int]:
     return counts
 
 
+@pytest.mark.routes
 @pytest.mark.parametrize("shuffle_seed", [None, 3])
 @pytest.mark.parametrize("batched", [False, True])
 def test_a_folded_group_with_unit_gains_is_not_decomposed_again(monkeypatch, batched, shuffle_seed):
@@ -471,6 +472,7 @@ def test_folded_spectra_are_those_of_w_diag_gamma():
     pd.testing.assert_frame_equal(folded.drop(columns="form"), raw.loc[folded.index].drop(columns="form"))
 
 
+@pytest.mark.routes
 def test_unit_gain_folded_rows_equal_those_computed_from_scratch(monkeypatch):
     """A random model's folded rows reuse the raw σ² and statistics; they equal the statistics of
     the folded matrices decomposed on their own (no raw group beside them), and each distinct
@@ -536,6 +538,7 @@ def test_qk_circuits_equal_the_dense_product():
     )
 
 
+@pytest.mark.routes
 def test_circuits_of_unit_gains_are_the_raw_ones_computed_once(monkeypatch):
     """Where a layer's gains are all exactly one its folded QK and OV rows are its raw rows, and
     its circuits are computed once; a layer with other gains gets both forms computed."""
