@@ -46,7 +46,7 @@ from transformers import AutoModelForCausalLM, PreTrainedModel
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write  # noqa: E402
 
-from attnscope import models, spectra  # noqa: E402
+from attnscope import architecture, models, spectra  # noqa: E402
 
 REL_TOL = 1e-4
 FLOOR = 1e-6
@@ -204,7 +204,7 @@ def main() -> None:
     routes = {OURS: [lam for g in groups for lam in result.sigma2[g.matrix]]}
     routes.update(results)
     by_key = {name: dict(zip(keys, values, strict=True)) for name, values in routes.items()}
-    n_layers = len(spectra.decoder_layers(model))
+    n_layers = len(architecture.decoder_layers(model))
     watcher = weightwatcher.WeightWatcher(model=model)
     errors = dict.fromkeys(routes, 0.0)
     compared = 0

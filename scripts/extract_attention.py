@@ -5,7 +5,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from attnscope import attention, io, metrics, models, variants
+from attnscope import architecture, attention, io, metrics, models
 from attnscope.store import experiment_attrs
 
 log = io.setup_script_logging(snakemake.log[0])
@@ -20,7 +20,7 @@ loaded = models.load_model(
 )
 clues = pd.read_parquet(snakemake.input.clues) if options["append_clue"] else None
 inputs = attention.prompt_inputs(prompt_table, loaded.tokenizer, clues, options["keep_heads"])
-windows = variants.sliding_windows(loaded.model.config)
+windows = architecture.sliding_windows(loaded.model.config)
 for prompt in inputs:  # the metrics computed in the capture assume no sliding window cuts a row
     metrics.check_causal_rows(windows, len(prompt.annotation.input_ids), prompt.prompt_id)
 kept = [prompt.target for prompt in inputs if prompt.keep_heads]

@@ -22,7 +22,7 @@ import zarr
 from threadpoolctl import threadpool_limits
 
 import attnscope
-from attnscope import attention, capture, choices, metrics, models, prompts, store, variants
+from attnscope import architecture, attention, capture, choices, metrics, models, prompts, store
 from tests.conftest import REPO
 from tests.helpers import assert_derived_from_its_maps, derived_arrays, float16_steps
 
@@ -242,7 +242,7 @@ def dense_value_weighted(model, ids) -> np.ndarray:
     """[layer, head, query, key] ‖α_hij · W_O,h W_V,g(h) x_j‖ in float64, vector by vector: x_j
     the layer's attention input (taken by a pre-hook), W_V,g the KV head's rows of v_proj, W_O,h
     the head's columns of o_proj, α from transformers' own output_attentions."""
-    num_heads, num_kv, head_dim = variants.attention_shape(model.config)
+    num_heads, num_kv, head_dim = architecture.attention_shape(model.config)
     inputs: dict[int, torch.Tensor] = {}
     handles = [
         layer.self_attn.register_forward_pre_hook(
@@ -251,7 +251,7 @@ def dense_value_weighted(model, ids) -> np.ndarray:
             ),
             with_kwargs=True,
         )
-        for i, layer in enumerate(variants.decoder_layers(model))
+        for i, layer in enumerate(architecture.decoder_layers(model))
     ]
     try:
         alpha = reference_attentions(model, ids).astype(np.float64)
@@ -259,7 +259,7 @@ def dense_value_weighted(model, ids) -> np.ndarray:
         for handle in handles:
             handle.remove()
     out = np.zeros_like(alpha)
-    for layer, block in enumerate(variants.decoder_layers(model)):
+    for layer, block in enumerate(architecture.decoder_layers(model)):
         v = inputs[layer] @ block.self_attn.v_proj.weight.detach().double().T  # [key, kv_head·d]
         o = block.self_attn.o_proj.weight.detach().double()
         for head in range(num_heads):
@@ -329,7 +329,8 @@ def test_value_weighted_maps_are_not_the_weights(tiny_llama, sample_clues, tmp_p
         output[0, key] = 0
         return output
 
-    handles = [module.v_proj.register_forward_hook(silence) for module in variants.attention_modules(model)]
+    modules = architecture.attention_modules(model)
+    handles = [module.v_proj.register_forward_hook(silence) for module in modules]
     try:
         path = extract(model, tokenizer, table.iloc[:1], tmp_path / "s.zarr", keep_heads="all")
     finally:

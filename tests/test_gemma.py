@@ -15,7 +15,18 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 from transformers.models.llama.modeling_llama import repeat_kv
 
-from attnscope import capture, circuits, config, metrics, models, prepared, prompts, resources, variants
+from attnscope import (
+    architecture,
+    capture,
+    circuits,
+    config,
+    metrics,
+    models,
+    prepared,
+    prompts,
+    resources,
+    variants,
+)
 from tests.conftest import REPO, embedded_spec, tiny_gemma_spec, tiny_spec
 
 LOGITS = "attnscope-test-logits"
@@ -86,7 +97,7 @@ def test_scaling_wq_wk_alone_changes_nothing_on_gemma(tiny_gemma):
     model = perturbed(tiny_gemma[0])
     naive = copy.deepcopy(model)
     with torch.no_grad():
-        for attn in variants.attention_modules(naive):
+        for attn in architecture.attention_modules(naive):
             attn.q_proj.weight.mul_(2)
             attn.k_proj.weight.mul_(2)
     # equal up to the norms' ε (its share of rms(q)² changes with the scale), far from 4×
@@ -100,7 +111,7 @@ def test_qkscale_on_gemma_scales_the_norm_gains_it_applies(tiny_gemma):
     model = perturbed(tiny_gemma[0])
     edited = copy.deepcopy(model)
     variants.apply_edit(edited, variants.parse("qkscale-a3"))
-    for attn, new in zip(variants.attention_modules(model), variants.attention_modules(edited)):
+    for attn, new in zip(architecture.attention_modules(model), architecture.attention_modules(edited)):
         torch.testing.assert_close(1 + new.q_norm.weight, 3 * (1 + attn.q_norm.weight))
         torch.testing.assert_close(1 + new.k_norm.weight, 3 * (1 + attn.k_norm.weight))
         assert torch.equal(new.q_proj.weight, attn.q_proj.weight)
@@ -117,16 +128,19 @@ def test_folding_keeps_each_models_logits(family):
     circuits.fold_norms(folded)
     with torch.no_grad():
         torch.testing.assert_close(folded(IDS).logits, family(IDS).logits, rtol=0, atol=1e-5)
-    for block in variants.decoder_layers(folded):
-        for matrix in circuits.NORM_OF:
-            assert torch.allclose(circuits.norm_scale(block, matrix), torch.ones((), dtype=torch.float64))
+    decoder = architecture.family(folded.config)
+    for block in architecture.decoder_layers(folded):
+        for matrix in architecture.READS_NORM:
+            gain = circuits.norm_scale(decoder, block, matrix)
+            assert torch.allclose(gain, torch.ones((), dtype=torch.float64))
 
 
 def test_gemma_mlp_reads_its_pre_feedforward_norm(tiny_gemma, tiny_llama):
-    gemma, llama = variants.decoder_layers(tiny_gemma[0])[0], variants.decoder_layers(tiny_llama[0])[0]
-    assert circuits.norm_name(gemma, "up") == "pre_feedforward_layernorm"
-    assert circuits.norm_name(llama, "up") == "post_attention_layernorm"
-    assert circuits.norm_name(gemma, "q") == circuits.norm_name(llama, "q") == "input_layernorm"
+    gemma, llama = (architecture.family(m.config) for m, _ in (tiny_gemma, tiny_llama))
+    assert gemma.norm_of("up") == "pre_feedforward_layernorm"
+    assert llama.norm_of("up") == "post_attention_layernorm"
+    assert gemma.norm_of("q") == llama.norm_of("q") == "input_layernorm"
+    assert hasattr(architecture.decoder_layers(tiny_gemma[0])[0], "pre_feedforward_layernorm")
 
 
 def test_plain_text_prompt_has_no_chat_markup_and_segments_from_offsets(tiny_gemma):
@@ -234,9 +248,9 @@ def test_embedded_gemma_continues_a_plain_text_few_shot_prompt(embedded_gemma_di
 
 
 def test_sliding_window_layers_come_from_the_config(tiny_gemma, tiny_llama, tiny_mistral):
-    assert variants.sliding_windows(tiny_gemma[0].config) == {0: 4}
-    assert variants.sliding_windows(tiny_llama[0].config) == {}
-    assert variants.sliding_windows(tiny_mistral[0].config) == {0: 4096, 1: 4096}
+    assert architecture.sliding_windows(tiny_gemma[0].config) == {0: 4}
+    assert architecture.sliding_windows(tiny_llama[0].config) == {}
+    assert architecture.sliding_windows(tiny_mistral[0].config) == {0: 4096, 1: 4096}
 
 
 @pytest.mark.parametrize("kernel", capture.KERNELS)
@@ -255,7 +269,7 @@ def test_the_refusal_starts_where_the_models_mask_first_hides_a_causal_key(tiny_
     maps give mass to) agrees in every row of every layer up to the window's length, and hides
     a causal key from the first prompt longer than the window: exactly the prompts
     check_causal_rows refuses."""
-    windows = variants.sliding_windows(tiny_gemma[0].config)
+    windows = architecture.sliding_windows(tiny_gemma[0].config)
     for n in range(2, IDS.shape[1] + 1):
         maps: dict[int, torch.Tensor] = {}
         with torch.inference_mode(), capture.capture(tiny_gemma[0], maps.__setitem__, kernel):
@@ -274,7 +288,7 @@ def test_the_refusal_starts_where_the_models_mask_first_hides_a_causal_key(tiny_
 
 
 def test_metrics_refuse_prompts_longer_than_a_sliding_window(tiny_gemma):
-    windows = variants.sliding_windows(tiny_gemma[0].config)
+    windows = architecture.sliding_windows(tiny_gemma[0].config)
     metrics.check_causal_rows(windows, 4, "p/000")
     with pytest.raises(
         ValueError, match=r"prompt p/001: 5 tokens, more than the sliding window of layers \[0\]"

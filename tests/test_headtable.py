@@ -12,7 +12,7 @@ import pytest
 import torch
 from scipy import stats
 
-from attnscope import circuits, headtable, headtypes, variants
+from attnscope import architecture, circuits, headtable, headtypes
 from attnscope.plots import plot_head_correlations
 from attnscope.stats import CONFIDENCE, paired_bootstrap
 
@@ -23,7 +23,7 @@ def gained_mistral(tiny_mistral):
     model = copy.deepcopy(tiny_mistral[0])
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
-        for block in variants.decoder_layers(model):
+        for block in architecture.decoder_layers(model):
             gain = block.input_layernorm.weight
             gain.copy_(0.5 + torch.rand(gain.shape, generator=generator))
     return model
@@ -32,9 +32,9 @@ def gained_mistral(tiny_mistral):
 def dense_ov(model: torch.nn.Module, pairing) -> pd.DataFrame:
     """The OV statistics from the hidden × hidden product W_O,h W_V,g diag(γ) and its full SVD;
     ``pairing(h, n_heads, n_kv)`` gives query head h's KV head."""
-    n_heads, n_kv, d = variants.attention_shape(model.config)
+    n_heads, n_kv, d = architecture.attention_shape(model.config)
     rows = []
-    for layer, block in enumerate(variants.decoder_layers(model)):
+    for layer, block in enumerate(architecture.decoder_layers(model)):
         v = block.self_attn.v_proj.weight.detach().double()
         o = block.self_attn.o_proj.weight.detach().double()
         gain = block.input_layernorm.weight.detach().double()
@@ -62,7 +62,7 @@ STATS = ["trace", "frobenius_norm", "sigma_max", "stable_rank"]
 
 def test_ov_circuits_equal_dense_products_with_grouped_query_pairing(gained_mistral):
     got = circuits.ov_circuits(gained_mistral)
-    n_heads, n_kv, _ = variants.attention_shape(gained_mistral.config)
+    n_heads, n_kv, _ = architecture.attention_shape(gained_mistral.config)
     assert n_kv < n_heads  # the fixture has grouped-query attention
     assert len(got) == 2 * 2 * n_heads and set(got["form"]) == {"raw", "folded"}
     expected = dense_ov(gained_mistral, lambda h, n, k: h // (n // k))
@@ -83,9 +83,9 @@ def sources(model: torch.nn.Module, n_prompts: int = 3, seed: int = 0):
     """The QK and OV tables of ``model``, a head-types table and a metrics table of ``n_prompts``
     prompts (rows per prompt × layer × head, head −1 the head mean) with seeded random values."""
     rng = np.random.default_rng(seed)
-    n_heads, n_kv, _ = variants.attention_shape(model.config)
+    n_heads, n_kv, _ = architecture.attention_shape(model.config)
     n_layers = model.config.num_hidden_layers
-    kv = variants.kv_head_index(n_heads, n_kv).tolist()
+    kv = architecture.kv_head_index(n_heads, n_kv).tolist()
     types = headtypes.head_types_table(rng.random((2, 3, n_layers, n_heads)), kv, 0.4)
     rows = []
     for p in range(n_prompts):
@@ -101,7 +101,7 @@ def test_the_table_has_one_row_per_head_with_the_sources_values(gained_mistral):
     halves = [metrics[metrics["prompt_id"] != "e/002"], metrics[metrics["prompt_id"] == "e/002"]]
     values = metrics.assign(**{m: metrics[m] * 2 + 1 for m in headtable.BEHAVIOUR_METRICS})  # built to differ
     table = headtable.head_table(qk, ov, types, halves, [values])  # two experiments' tables, pooled
-    n_heads = variants.attention_shape(gained_mistral.config)[0]
+    n_heads = architecture.attention_shape(gained_mistral.config)[0]
     assert list(table.columns) == list(headtable.COLUMNS)
     assert len(table) == 2 * n_heads and not table.duplicated(["layer", "head"]).any()
     assert (table["n_prompts"] == 3).all()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnscope import headtypes, variants
+from attnscope import architecture, headtypes
 from attnscope.plots import plot_head_types
 
 LENGTH, COUNT, SEED, THRESHOLD = 24, 3, 0, 0.4
@@ -102,13 +102,13 @@ def offset_heads(model: torch.nn.Module, offsets: dict[tuple[int, int], int], sh
     i − j = d, by at least s·Σ_m (1 − cos θ_m) at any other offset."""
     edited = copy.deepcopy(model)
     config = edited.config
-    num_heads, num_kv_heads, head_dim = variants.attention_shape(config)
+    num_heads, num_kv_heads, head_dim = architecture.attention_shape(config)
     half = head_dim // 2
     frequencies = edited.model.rotary_emb.inv_freq.double()
     ones = torch.full((1, config.hidden_size), 1.0 / config.hidden_size, dtype=torch.float64)
     with torch.no_grad():
         edited.model.embed_tokens.weight.fill_(1.0)
-        for layer, block in enumerate(variants.decoder_layers(edited)):
+        for layer, block in enumerate(architecture.decoder_layers(edited)):
             attn = block.self_attn
             attn.o_proj.weight.zero_()
             block.mlp.down_proj.weight.zero_()

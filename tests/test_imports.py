@@ -101,6 +101,15 @@ def test_the_workflow_parses_without_scipy_or_a_model_library():
     assert "scipy" in imported_after("attnscope.effects")  # the check can fail
 
 
+def test_the_store_reader_of_the_package_loads_no_model_library():
+    """``attnscope.open_attention`` reads a Zarr store: it comes from the store module, without the
+    capture code (torch, transformers) that writes one."""
+    loaded = loaded_by("import attnscope\nattnscope.open_attention")
+    assert "attnscope.store" in loaded, "the check must reach the reader"
+    assert not loaded & set(HEAVY), f"attnscope.open_attention imports {sorted(loaded & set(HEAVY))}"
+    assert "torch" in loaded_by("import attnscope.attention")  # the check can fail
+
+
 def test_check_sees_a_heavy_import():
     """The check above can fail: the plotting package does load matplotlib."""
     assert "matplotlib" in imported_after("attnscope.plots")

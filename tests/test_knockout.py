@@ -12,7 +12,7 @@ import torch
 import zarr
 from transformers import DynamicCache
 
-from attnscope import attention, capture, generation, knockout, prompts, variants
+from attnscope import architecture, attention, capture, generation, knockout, prompts, variants
 from attnscope.store import INSTRUCTION_SEGMENT, SHOT_CLUE, SHOT_WORD, TARGET
 
 SPEC = {"category": "Animals", "k": 3, "seed": 0}
@@ -244,7 +244,7 @@ def test_blocking_keys_outside_a_sliding_window_leaves_the_output_unchanged(tiny
     model, tokenizer = tiny_gemma
     ids = prompts.build_prompts(sample_clues, "animals-k3", SPEC, ["Ant"], tokenizer)["input_ids"][0]
     window, n = model.config.sliding_window, len(ids)
-    assert variants.sliding_windows(model.config) == {0: window} and n > window
+    assert architecture.sliding_windows(model.config) == {0: window} and n > window
     outside = knockout.BlockedEdges(np.tri(n, k=-window, dtype=bool), np.zeros(n, dtype=bool))
     with capture.capture(model, lambda *_: None, kernel):
         trained = forward(model, ids)

@@ -267,12 +267,15 @@ def test_base_alignment(tmp_path):
 def test_mp_density_and_slerp_kl(tmp_path):
     rng = np.random.default_rng(3)
     w = rng.standard_normal((200, 100)) / np.sqrt(200)
-    fig = plots.plot_mp_density([("200×100", np.linalg.eigvalsh(w.T @ w), 0.5, 1.0)], "MP")
+    x, density = theory.marchenko_pastur_curve(0.5)
+    upper = theory.marchenko_pastur_edges(0.5)[1]
+    fig = plots.plot_mp_density([("200×100", np.linalg.eigvalsh(w.T @ w), 0.5, x, density, upper)], "MP")
     ax = fig.axes[0]
     assert ax.get_ylabel() == "density" and "eigenvalue" in ax.get_xlabel() and "q = 0.5" in ax.get_title()
     written(fig, tmp_path, "mp")
     curve = theory.slerp_kl_curve(pairs=20, dim=16, points=21)
-    fig = plots.plot_slerp_kl(curve.t, curve.kl, curve.fit.fitted, "fit", "SLERP")
+    band = np.quantile(curve.kl, 0.1, axis=0), np.quantile(curve.kl, 0.9, axis=0)
+    fig = plots.plot_slerp_kl(curve.t, curve.kl_mean, band, len(curve.kl), curve.fit.fitted, "fit", "SLERP")
     ax = fig.axes[0]
     assert ax.get_xlabel() == "interpolation time t" and "SLERP" in ax.get_ylabel()
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [

@@ -14,7 +14,7 @@ from scipy import stats
 from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
 from transformers.models.llama.modeling_llama import repeat_kv
 
-from attnscope import circuits, comparison, io, matrices, models, spectra, spectrastore
+from attnscope import architecture, circuits, comparison, io, matrices, models, spectra, spectrastore
 
 
 def tiny_llama(seed: int = 0, tied: bool = False, layers: int = 2, **overrides) -> LlamaForCausalLM:
@@ -226,10 +226,12 @@ def assert_matches_weightwatcher(model, layers: tuple[int, ...], embeddings: boo
     logging.getLogger("weightwatcher").setLevel(logging.WARNING)
     init_std = float(model.config.initializer_range)
     ours = spectra.compute_spectra(model, init_std, include_embeddings=True, threads=2, folded=False)
+    decoder = architecture.family(model.config)
     names = {
-        f"model.layers.{layer}.{blk}.{mod}": (m, layer)
+        f"model.layers.{layer}.{decoder.attention if m in matrices.ATTENTION_TYPES else decoder.mlp}."
+        f"{getattr(decoder, m)}": (m, layer)
         for layer in layers
-        for m, (blk, mod) in circuits.MATRIX_MODULES.items()
+        for m in matrices.MATRIX_TYPES
     }
     if embeddings:
         names["model.embed_tokens"] = ("embed", -1)
@@ -281,9 +283,9 @@ def test_kv_head_index_follows_repeat_kv():
     n_heads, n_kv = 6, 2
     kv = torch.arange(n_kv, dtype=torch.float32).view(1, n_kv, 1, 1)
     expanded = repeat_kv(kv, n_heads // n_kv).flatten().long()
-    assert spectra.kv_head_index(n_heads, n_kv).tolist() == expanded.tolist() == [0, 0, 0, 1, 1, 1]
+    assert architecture.kv_head_index(n_heads, n_kv).tolist() == expanded.tolist() == [0, 0, 0, 1, 1, 1]
     with pytest.raises(ValueError, match="multiple"):
-        spectra.kv_head_index(6, 4)
+        architecture.kv_head_index(6, 4)
 
 
 def test_trace_pairs_each_query_head_with_its_kv_head():
@@ -411,7 +413,7 @@ def test_zarr_round_trip_is_byte_identical(tmp_path: Path):
         "embed",
         "lm_head",
         *matrices.MATRIX_TYPES,
-        *(f"{m}_folded" for m in circuits.NORM_OF),
+        *(f"{m}_folded" for m in architecture.READS_NORM),
     }
     np.testing.assert_array_equal(back["k"], np.sqrt(result.sigma2["k"]))
     files = sorted(p.relative_to(paths[0]) for p in paths[0].rglob("*") if p.is_file())
@@ -558,7 +560,7 @@ def test_circuits_of_unit_gains_are_the_raw_ones_computed_once(monkeypatch):
         assert not np.allclose(folded.loc[1]["frobenius_norm"], raw.loc[1]["frobenius_norm"])
     # the unit-gain layer's folded circuit as computed with the gains applied
     block = model.model.layers[0]
-    gamma = circuits.norm_scale(block, "q")
+    gamma = circuits.norm_scale(architecture.family(model.config), block, "q")
     q = block.self_attn.q_proj.weight.detach().double() * gamma
     k = block.self_attn.k_proj.weight.detach().double() * gamma
     kv_of = torch.tensor([0, 0, 1, 1])

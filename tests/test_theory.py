@@ -337,11 +337,13 @@ def test_mp_figure_samples_follow_the_law_and_a_wrong_law_does_not():
 
 
 def test_theory_figures_draw_the_seeded_simulations():
-    from attnscope.theory.figures import theory_figures
+    from attnscope.plots import theory_figures
+    from attnscope.theory.figures import theory_figure_inputs
 
-    figures = theory_figures(
+    inputs = theory_figure_inputs(
         seed=0, mp_shapes=[[60, 20], [30, 30]], slerp_dim=16, slerp_pairs=20, slerp_length=1.0
     )
+    figures = theory_figures(inputs)
     assert list(figures) == ["mp_density", "slerp_kl"]
     mp_axes = figures["mp_density"].axes
     assert [ax.get_title() for ax in mp_axes] == [

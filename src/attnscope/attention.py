@@ -101,7 +101,7 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from zarr.codecs import BloscCodec
 
-from attnscope import choices, generation, knockout, metrics, prompts, variants, zarrwrite
+from attnscope import architecture, choices, generation, knockout, metrics, prompts, zarrwrite
 from attnscope.capture import ValueNorms, capture
 from attnscope.store import (  # noqa: F401 (open_attention, STORE_VERSION: public API)
     DIMENSIONS,
@@ -296,7 +296,7 @@ def shared_prefix(model: PreTrainedModel, inputs: Sequence[PromptInput], kernel:
     if len(inputs) < 2:
         return None
     length = generation.shared_prefix_length([p.annotation.input_ids for p in inputs])
-    num_layers, num_heads = model.config.num_hidden_layers, variants.attention_shape(model.config)[0]
+    num_layers, num_heads = model.config.num_hidden_layers, architecture.attention_shape(model.config)[0]
     if not length or num_layers * num_heads * length * length * 2 > PREFIX_BYTES:
         return None
     maps: dict[int, torch.Tensor] = {}
@@ -561,14 +561,14 @@ def extract(
     """
     config = model.config
     num_layers = config.num_hidden_layers
-    num_heads, num_kv_heads, _ = variants.attention_shape(config)
+    num_heads, num_kv_heads, _ = architecture.attention_shape(config)
     root_attrs = {
         **attrs,
         "store_version": STORE_VERSION,
         "num_layers": num_layers,
         "num_heads": num_heads,
         "num_kv_heads": num_kv_heads,
-        "kv_head": variants.kv_head_index(num_heads, num_kv_heads).tolist(),
+        "kv_head": architecture.kv_head_index(num_heads, num_kv_heads).tolist(),
         "metrics": list(metrics.STREAMED),
         "choices": list(choices.CHOICES),
         "choice_metrics": list(choices.STORED),

@@ -25,7 +25,7 @@ from transformers import AttentionInterface, PreTrainedModel
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from attnscope import variants
+from attnscope import architecture
 
 SCORE_CHUNK_BYTES = 16 << 20
 """Most float32 scores the ``sdpa`` route recomputes at once (query rows per chunk follow)."""
@@ -38,7 +38,7 @@ class LayerCapture:
     """
 
     def __init__(self, model: PreTrainedModel, sink: Callable[[int, torch.Tensor], None]):
-        self.modules = variants.attention_modules(model)
+        self.modules = architecture.attention_modules(model)
         self.sink = sink
         self.handles: list[torch.utils.hooks.RemovableHandle] = []
 
@@ -176,17 +176,19 @@ class ValueNorms:
     (the keys that pass computed: after a KV cache, only the new ones)."""
 
     def __init__(self, model: PreTrainedModel):
-        num_heads, num_kv_heads, self.head_dim = variants.attention_shape(model.config)
+        num_heads, num_kv_heads, self.head_dim = architecture.attention_shape(model.config)
         self.num_kv_heads = num_kv_heads
-        self.kv_of = variants.kv_head_index(num_heads, num_kv_heads)
-        self.modules = variants.attention_modules(model)
-        self.grams = [output_grams(m.o_proj, num_heads, self.head_dim) for m in self.modules]
+        self.kv_of = architecture.kv_head_index(num_heads, num_kv_heads)
+        decoder = architecture.family(model.config)
+        attention = architecture.attention_modules(model)
+        self.modules = [decoder.projection(m, "v") for m in attention]
+        self.grams = [output_grams(decoder.projection(m, "o"), num_heads, self.head_dim) for m in attention]
         self.norms: dict[int, torch.Tensor] = {}
         self.handles: list[torch.utils.hooks.RemovableHandle] = []
 
     def __enter__(self) -> ValueNorms:
         for layer, module in enumerate(self.modules):
-            self.handles.append(module.v_proj.register_forward_hook(partial(self._hook, layer)))
+            self.handles.append(module.register_forward_hook(partial(self._hook, layer)))
         return self
 
     def __exit__(self, *exc: object) -> None:

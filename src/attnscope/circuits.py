@@ -2,10 +2,9 @@
 
 A matrix that reads a normalised input sees ``g ⊙ x / rms(x)``, so the map it applies to the
 normalised direction is ``W·diag(g)`` (TransformerLens's ``fold_ln``), g the gain the norm applies:
-γ on Llama/Mistral, 1 + γ on Gemma (:func:`attnscope.variants.applied_gain`). q, k, v read the
-attention block's ``input_layernorm``, gate and up the MLP's input norm (``post_attention_layernorm``
-on Llama/Mistral, ``pre_feedforward_layernorm`` on Gemma 3, whose ``post_attention_layernorm``
-normalises the attention output before the residual). Gemma 3's q_norm and k_norm (QK-norm) act
+γ on Llama/Mistral, 1 + γ on Gemma. Which norm each matrix reads and the gain it applies are the
+model family's declaration (:mod:`attnscope.architecture`): q, k, v read the attention block's
+input norm, gate and up the MLP's. Gemma 3's q_norm and k_norm (QK-norm) act
 after W_q, W_k and are not folded: on such a model the logits' scale is set by those norms, and the
 circuits below are of the stored matrices.
 Query head h and its KV head g (grouped-query pairing) form the QK circuit
@@ -28,28 +27,9 @@ import pandas as pd
 import torch
 from torch import nn
 
+from attnscope.architecture import READS_NORM, Family, attention_shape, decoder_layers, family, kv_head_index
 from attnscope.matrices import FORMS
-from attnscope.variants import applied_gain, attention_shape, decoder_layers, kv_head_index, set_applied_gain
 
-NORM_OF = {
-    "q": "input_layernorm",
-    "k": "input_layernorm",
-    "v": "input_layernorm",
-    "gate": "post_attention_layernorm",
-    "up": "post_attention_layernorm",
-}
-"""The RMSNorm whose output each matrix reads on Llama/Mistral (o and down read the attention / MLP
-output); :func:`norm_name` gives it for any block."""
-MATRIX_MODULES = {
-    "q": ("self_attn", "q_proj"),
-    "k": ("self_attn", "k_proj"),
-    "v": ("self_attn", "v_proj"),
-    "o": ("self_attn", "o_proj"),
-    "gate": ("mlp", "gate_proj"),
-    "up": ("mlp", "up_proj"),
-    "down": ("mlp", "down_proj"),
-}
-"""Each per-layer matrix type's module in a Llama/Mistral decoder block, in forward order."""
 TOP_K = 10
 
 QK_COLUMNS = [
@@ -65,23 +45,9 @@ QK_COLUMNS = [
 ]
 
 
-def norm_name(block: nn.Module, matrix: str) -> str:
-    """The RMSNorm of decoder ``block`` that ``matrix`` (a key of :data:`NORM_OF`) reads: gate and up
-    read ``pre_feedforward_layernorm`` where the block has one (Gemma), else :data:`NORM_OF`'s."""
-    if matrix in ("gate", "up") and hasattr(block, "pre_feedforward_layernorm"):
-        return "pre_feedforward_layernorm"
-    return NORM_OF[matrix]
-
-
-def norm_scale(block: nn.Module, matrix: str) -> torch.Tensor:
+def norm_scale(decoder: Family, block: nn.Module, matrix: str) -> torch.Tensor:
     """The gain applied by the RMSNorm that ``matrix`` of decoder ``block`` reads (float64, detached)."""
-    return applied_gain(getattr(block, norm_name(block, matrix))).detach().to(torch.float64)
-
-
-def matrix_weight(block: nn.Module, matrix: str) -> nn.Parameter:
-    """The weight of ``matrix`` (a key of :data:`MATRIX_MODULES`) in decoder ``block``."""
-    block_name, name = MATRIX_MODULES[matrix]
-    return getattr(getattr(block, block_name), name).weight
+    return decoder.applied_gain(getattr(block, decoder.norm_of(matrix))).detach().to(torch.float64)
 
 
 @torch.no_grad()
@@ -89,15 +55,16 @@ def fold_norms(model: nn.Module) -> None:
     """Fold the gain of every RMSNorm that q, k, v, gate, up read into those matrices, in place (the
     norm then applies gain 1): the model computes the same function, and its q, k, v, gate, up
     weights are the folded ones."""
+    decoder = family(model.config)
+    readers = {matrix: decoder.norm_of(matrix) for matrix in READS_NORM}
     for block in decoder_layers(model):
-        readers = {matrix: norm_name(block, matrix) for matrix in NORM_OF}
         for norm in dict.fromkeys(readers.values()):
             module = getattr(block, norm)
-            gain = applied_gain(module)
+            gain = decoder.applied_gain(module)
             for matrix in (m for m, n in readers.items() if n == norm):
-                weight = matrix_weight(block, matrix)
+                weight = decoder.matrix_module(block, matrix).weight
                 weight.mul_(gain.to(weight.dtype)[None, :])
-            set_applied_gain(module, torch.ones_like(gain))
+            decoder.set_applied_gain(module, torch.ones_like(gain))
 
 
 def _circuit_stats(a: torch.Tensor, b: torch.Tensor) -> dict[str, np.ndarray]:
@@ -120,16 +87,18 @@ def qk_circuits(model: nn.Module) -> pd.DataFrame:
     columns :data:`QK_COLUMNS`."""
     n_heads, n_kv, head_dim = attention_shape(model.config)
     kv_of = kv_head_index(n_heads, n_kv)
+    decoder = family(model.config)
     rows = []
     for layer, block in enumerate(decoder_layers(model)):
-        attn = block.self_attn
-        q = attn.q_proj.weight.detach().to(torch.float64).cpu()
-        k = attn.k_proj.weight.detach().to(torch.float64).cpu()
+        q = decoder.matrix_module(block, "q").weight.detach().to(torch.float64).cpu()
+        k = decoder.matrix_module(block, "k").weight.detach().to(torch.float64).cpu()
         hidden = q.shape[1]
         stats: dict[str, dict[str, np.ndarray]] = {}
         for form in FORMS:
             gamma = (
-                norm_scale(block, "q").cpu() if form == "folded" else torch.ones(hidden, dtype=torch.float64)
+                norm_scale(decoder, block, "q").cpu()
+                if form == "folded"
+                else torch.ones(hidden, dtype=torch.float64)
             )
             key = _gain_key(form, gamma)
             if key not in stats:
@@ -153,17 +122,19 @@ def ov_circuits(model: nn.Module) -> pd.DataFrame:
     out, and so is a norm after o_proj (Gemma 3's post-attention norm)."""
     n_heads, n_kv, head_dim = attention_shape(model.config)
     kv_of = kv_head_index(n_heads, n_kv)
+    decoder = family(model.config)
     rows = []
     for layer, block in enumerate(decoder_layers(model)):
-        attn = block.self_attn
-        v = attn.v_proj.weight.detach().to(torch.float64).cpu()
-        o = attn.o_proj.weight.detach().to(torch.float64).cpu()
+        v = decoder.matrix_module(block, "v").weight.detach().to(torch.float64).cpu()
+        o = decoder.matrix_module(block, "o").weight.detach().to(torch.float64).cpu()
         hidden = v.shape[1]
         a = o.reshape(o.shape[0], n_heads, head_dim).permute(1, 2, 0)  # W_O,hᵀ [head, head_dim, hidden]
         stats: dict[str, dict[str, np.ndarray]] = {}
         for form in FORMS:
             gamma = (
-                norm_scale(block, "v").cpu() if form == "folded" else torch.ones(hidden, dtype=torch.float64)
+                norm_scale(decoder, block, "v").cpu()
+                if form == "folded"
+                else torch.ones(hidden, dtype=torch.float64)
             )
             key = _gain_key(form, gamma)
             if key not in stats:

@@ -110,10 +110,10 @@ def probe_scores(model: PreTrainedModel, probes: np.ndarray) -> np.ndarray:
     forward pass per probe (:func:`attnscope.capture.capture`, the eager kernel's probabilities)."""
     import torch
 
-    from attnscope import capture, variants
+    from attnscope import architecture, capture
 
     num_layers = model.config.num_hidden_layers
-    num_heads = variants.attention_shape(model.config)[0]
+    num_heads = architecture.attention_shape(model.config)[0]
     out = np.empty((len(probes), len(SCORES), num_layers, num_heads))
     device = next(model.parameters()).device
     for i, ids in enumerate(probes):
@@ -154,10 +154,10 @@ def measure_head_types(
     threshold: float,
 ) -> pd.DataFrame:
     """The head-types table of ``model`` on its probe (:func:`probe_ids` with the tokenizer's BOS)."""
-    from attnscope import variants
+    from attnscope import architecture
 
     vocabulary = probe_vocabulary(tokenizer, model.get_input_embeddings().num_embeddings)
     probes = probe_ids(vocabulary, length, count, seed, tokenizer.bos_token_id)
-    num_heads, num_kv_heads, _ = variants.attention_shape(model.config)
-    kv_head = variants.kv_head_index(num_heads, num_kv_heads).tolist()
+    num_heads, num_kv_heads, _ = architecture.attention_shape(model.config)
+    kv_head = architecture.kv_head_index(num_heads, num_kv_heads).tolist()
     return head_types_table(probe_scores(model, probes), kv_head, threshold)

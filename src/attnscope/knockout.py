@@ -48,7 +48,7 @@ import pandas as pd
 import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
-from attnscope import generation, models, prompts, variants
+from attnscope import architecture, generation, models, prompts, variants
 from attnscope.store import INSTRUCTION_SEGMENT, SHOT_CLUE, SHOT_WORD, TARGET
 
 TARGET_KEYS = {
@@ -174,7 +174,7 @@ class Knockout:
     indices; empty: the model runs unchanged) of ``model`` (module docstring)."""
 
     def __init__(self, model: PreTrainedModel, blocked: BlockedEdges, layers: Iterable[int]):
-        modules = variants.attention_modules(model)
+        modules = architecture.attention_modules(model)
         self.layers = sorted(set(layers))
         outside = [layer for layer in self.layers if not 0 <= layer < len(modules)]
         if outside:

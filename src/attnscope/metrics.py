@@ -110,7 +110,7 @@ def check_causal_rows(windows: Mapping[int, int], n_tokens: int, prompt_id: str)
     """Refuse a prompt whose maps these metrics (and :mod:`attnscope.choices`) would misread: they
     take row i's visible keys to be all i + 1 causal keys (``row_entropy`` divides by log(i + 1),
     ``sink_mass`` reads key 0), which a sliding-window layer (``windows``: layer → W,
-    :func:`attnscope.variants.sliding_windows`) hides from a query more than W − 1 tokens on."""
+    :func:`attnscope.architecture.sliding_windows`) hides from a query more than W − 1 tokens on."""
     crossed = sorted(layer for layer, window in windows.items() if n_tokens > window)
     if crossed:
         raise ValueError(

@@ -44,7 +44,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from attnscope import io, variants
+from attnscope import architecture, io, variants
 from attnscope.config import SMOLLM2_GGUF, ConfigError, gguf_assembler, locate_gguf
 from attnscope.prepared import (
     MANIFEST,
@@ -282,7 +282,7 @@ def prepare_model(name: str, spec: dict[str, Any], out_dir: str | os.PathLike) -
         given = (set(PretrainedConfig.get_config_dict(str(weights))[0]), f"the config.json of {location}")
     with torch.device("meta"):
         skeleton = AutoModelForCausalLM.from_config(config)
-    if variants.qk_norms(variants.attention_modules(skeleton)[0]) is not None:
+    if architecture.family(config).qk_norm is not None:
         notes.append(
             "QK-norm: q_norm and k_norm (RMSNorm on each head's queries and keys) set the scale of the "
             "attention logits; the spectra and base alignment of W_q, W_k are of the stored matrices, "
@@ -338,13 +338,15 @@ def architecture_constants(
     (``given_source`` for the keys in ``given``, else the transformers config class's default).
 
     ``init`` is the init std and its source (:func:`model_init_std`); ``norm_form`` is the gain that
-    ``skeleton``'s RMSNorms apply, read from their class (:func:`attnscope.variants.gain_offset`).
+    ``skeleton``'s RMSNorms apply (its family's ``norm_offset``, :mod:`attnscope.architecture`), whose
+    source is the forward of their class.
     """
-    norm = variants.decoder_layers(skeleton)[0].input_layernorm
+    decoder = architecture.family(config)
+    norm = getattr(architecture.decoder_layers(skeleton)[0], decoder.input_norm)
     found = {
         "initializer_range": init,
         "norm_form": (
-            "1 + γ" if variants.gain_offset(norm) else "γ",
+            "1 + γ" if decoder.norm_offset else "γ",
             f"transformers {type(norm).__name__}.forward",
         ),
     }

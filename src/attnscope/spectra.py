@@ -33,12 +33,12 @@ import torch
 from threadpoolctl import threadpool_limits
 from torch import nn
 
-from attnscope.circuits import MATRIX_MODULES, NORM_OF, matrix_weight, norm_scale
+from attnscope.architecture import READS_NORM, attention_shape, decoder_layers, family, kv_head_index
+from attnscope.circuits import norm_scale
 from attnscope.matrices import EMBEDDING_TYPES, FORMS, MATRIX_TYPES
 from attnscope.models import torch_threads
 from attnscope.shape import SHAPE_COLUMNS, shape_metrics
 from attnscope.theory.rmt import gram, marchenko_pastur_edges
-from attnscope.variants import attention_shape, decoder_layers, kv_head_index
 
 METHODS = ("auto", "gram64", "svd32", "svd64")
 TOP_K = 10
@@ -139,20 +139,21 @@ def weight_groups(
 ) -> list[WeightGroup]:
     """Every attention and MLP weight per layer, grouped by matrix type (detached, as stored).
 
-    With ``folded`` the matrices that read an RMSNorm (:data:`attnscope.circuits.NORM_OF`)
+    With ``folded`` the matrices that read an RMSNorm (:data:`attnscope.architecture.READS_NORM`)
     follow again in folded form. With ``include_embeddings`` the input embedding comes first
     as layer -1 and an untied LM head last as layer ``num_layers``; a tied head is the
     embedding and is counted once.
     """
+    decoder = family(model.config)
     layers = decoder_layers(model)
     indices = tuple(range(len(layers)))
     groups = []
-    for matrix in MATRIX_MODULES:
-        weights = tuple(matrix_weight(layer, matrix).detach() for layer in layers)
+    for matrix in MATRIX_TYPES:
+        weights = tuple(decoder.matrix_module(layer, matrix).weight.detach() for layer in layers)
         groups.append(WeightGroup(matrix, indices, weights))
     if folded:
-        for group in [g for g in groups if g.matrix in NORM_OF]:
-            scales = tuple(norm_scale(layer, group.matrix) for layer in layers)
+        for group in [g for g in groups if g.matrix in READS_NORM]:
+            scales = tuple(norm_scale(decoder, layer, group.matrix) for layer in layers)
             groups.append(WeightGroup(group.matrix, indices, group.weights, scales))
     if include_embeddings:
         embed = model.get_input_embeddings().weight.detach()
@@ -421,12 +422,12 @@ def base_alignment(model: nn.Module, init_std: float) -> pd.DataFrame:
     """
     n_heads, n_kv, head_dim = attention_shape(model.config)
     kv_of = kv_head_index(n_heads, n_kv)
+    decoder = family(model.config)
     s2 = init_std**2
     rows = []
     for layer, block in enumerate(decoder_layers(model)):
-        attn = block.self_attn
-        wq = attn.q_proj.weight.detach().to(torch.float64)
-        wk = attn.k_proj.weight.detach().to(torch.float64)
+        wq = decoder.matrix_module(block, "q").weight.detach().to(torch.float64)
+        wk = decoder.matrix_module(block, "k").weight.detach().to(torch.float64)
         hidden = wq.shape[1]
         q = wq.reshape(n_heads, head_dim, hidden)
         k = wk.reshape(n_kv, head_dim, hidden)[kv_of.to(wk.device)]

@@ -35,6 +35,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from attnscope import architecture
+
 if TYPE_CHECKING:  # torch is imported inside the edits so the Snakefile parses variant names fast
     import torch
     from transformers import PretrainedConfig, PreTrainedModel
@@ -202,90 +204,10 @@ def random_init(config: PretrainedConfig, seed: int, dtype: torch.dtype | None =
     return model if dtype is None else model.to(dtype)
 
 
-# --- model structure (Llama/Mistral/Gemma 3 decoders), shared by attention, spectra and the edits below ---
-
-
-def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
-    """The decoder blocks of a HF causal LM (``model.model.layers``) or base model."""
-    from torch import nn
-
-    base = getattr(model, "model", model)
-    layers = getattr(base, "layers", None)
-    if not isinstance(layers, nn.ModuleList):
-        raise TypeError(
-            f"{type(model).__name__}: no decoder layers at .model.layers (Llama/Mistral expected)"
-        )
-    return layers
-
-
-def kv_head_index(n_heads: int, n_kv_heads: int) -> torch.Tensor:
-    """The KV head each query head reads under grouped-query attention: ``h // (n_heads / n_kv)``.
-
-    HF's ``repeat_kv`` expands KV head j to query heads ``j·n_rep … j·n_rep + n_rep − 1``.
-    """
-    if n_heads % n_kv_heads:
-        raise ValueError(
-            f"num_attention_heads={n_heads} is not a multiple of num_key_value_heads={n_kv_heads}"
-        )
-    import torch
-
-    return torch.arange(n_heads) // (n_heads // n_kv_heads)
-
-
-def attention_shape(config: PretrainedConfig) -> tuple[int, int, int]:
-    """(query heads, KV heads, head_dim) of a Llama/Mistral/Gemma 3 config."""
-    n_heads = config.num_attention_heads
-    n_kv = getattr(config, "num_key_value_heads", None) or n_heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // n_heads
-    return n_heads, n_kv, head_dim
-
-
-def sliding_windows(config: PretrainedConfig) -> dict[int, int]:
-    """Layer → its sliding window W, for the layers that have one (a query sees its last W keys, itself
-    included, as transformers' ``sliding_window_overlay``): Gemma 3's ``sliding_attention`` layers,
-    every layer of a model with ``sliding_window`` set and no ``layer_types`` (Mistral)."""
-    window = getattr(config, "sliding_window", None)
-    if window is None:
-        return {}
-    types = getattr(config, "layer_types", None) or ["sliding_attention"] * config.num_hidden_layers
-    return {layer: window for layer, kind in enumerate(types) if kind == "sliding_attention"}
-
-
-def attention_modules(model: PreTrainedModel) -> list[torch.nn.Module]:
-    """The self-attention module of every layer (``blocks.{l}.attn``)."""
-    return [layer.self_attn for layer in decoder_layers(model)]
-
-
 def check_layers(variant: Variant, num_layers: int) -> None:
     """A layer range must lie inside the model."""
     if variant.layers is not None and variant.layers[1] >= num_layers:
         raise ValueError(f"variant {variant.name!r}: the model has layers 0-{num_layers - 1}")
-
-
-def qk_norms(attn: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module] | None:
-    """The RMSNorms on queries and keys after W_q, W_k (QK-norm: Gemma 3), or None."""
-    q_norm, k_norm = getattr(attn, "q_norm", None), getattr(attn, "k_norm", None)
-    return None if q_norm is None or k_norm is None else (q_norm, k_norm)
-
-
-def gain_offset(norm: torch.nn.Module) -> float:
-    """1 for an RMSNorm that applies (1 + γ) (Gemma's: ``output * (1.0 + self.weight)``), 0 for one
-    that applies γ (Llama's, Mistral's)."""
-    from transformers.models.gemma.modeling_gemma import GemmaRMSNorm
-    from transformers.models.gemma2.modeling_gemma2 import Gemma2RMSNorm
-    from transformers.models.gemma3.modeling_gemma3 import Gemma3RMSNorm
-
-    return 1.0 if isinstance(norm, (GemmaRMSNorm, Gemma2RMSNorm, Gemma3RMSNorm)) else 0.0
-
-
-def applied_gain(norm: torch.nn.Module) -> torch.Tensor:
-    """The gain an RMSNorm multiplies the normalised input by: γ, or 1 + γ (:func:`gain_offset`)."""
-    return norm.weight + gain_offset(norm)
-
-
-def set_applied_gain(norm: torch.nn.Module, gain: torch.Tensor) -> None:
-    """Make the RMSNorm multiply the normalised input by ``gain`` (in place)."""
-    norm.weight.copy_(gain - gain_offset(norm))
 
 
 def apply_edit(model: PreTrainedModel, variant: Variant) -> None:
@@ -296,9 +218,10 @@ def apply_edit(model: PreTrainedModel, variant: Variant) -> None:
 
     if variant.kind not in ("qkscale", "qktop", "qkflat"):
         return
-    modules = attention_modules(model)
+    decoder = architecture.family(model.config)
+    modules = architecture.attention_modules(model)
     check_layers(variant, len(modules))
-    if variant.kind == "qktop" and qk_norms(modules[0]) is not None:
+    if variant.kind == "qktop" and decoder.qk_norm is not None:
         raise ValueError(
             f"variant {variant.name!r}: not defined for {model.config.model_type}, whose q_norm and k_norm "
             "(RMSNorm on each head's queries and keys) reset the scale that qktop gives the top singular "
@@ -309,13 +232,13 @@ def apply_edit(model: PreTrainedModel, variant: Variant) -> None:
         for layer, attn in enumerate(modules):
             if not variant.edits_layer(layer):
                 continue
-            norms = qk_norms(attn)
+            norms = decoder.qk_norms(attn)
             if variant.kind == "qkscale" and norms is not None:
                 for norm in norms:
-                    set_applied_gain(norm, applied_gain(norm) * variant.alpha)
+                    decoder.set_applied_gain(norm, decoder.applied_gain(norm) * variant.alpha)
                 continue
-            for proj in (attn.q_proj, attn.k_proj):
-                edit_projection(proj, variant)
+            for matrix in ("q", "k"):
+                edit_projection(decoder.projection(attn, matrix), variant)
 
 
 def edit_projection(proj: torch.nn.Linear, variant: Variant) -> None:

@@ -32,7 +32,7 @@ from attnscope.plots.maps import (
     thesis_layers,
 )
 from attnscope.plots.spectra import plot_base_alignment, plot_squared_singular_values, spectra_figures
-from attnscope.plots.theory import plot_mp_density, plot_slerp_kl
+from attnscope.plots.theory import plot_mp_density, plot_slerp_kl, theory_figures
 
 __all__ = [
     "METRIC_LABELS",
@@ -53,6 +53,7 @@ __all__ = [
     "resolve_layers",
     "save_figure",
     "spectra_figures",
+    "theory_figures",
     "thesis_layers",
     "variant_color",
 ]

@@ -1,30 +1,32 @@
-"""The theory figures from seeded simulations: the Marchenko–Pastur density (thesis fig. 2.4)
-and the SLERP–KL curve with its fitted cosine (fig. 5.1).
+"""The numbers of the theory figures, from seeded simulations: the Marchenko–Pastur density (thesis
+fig. 2.4) and the SLERP–KL curve with its fitted cosine (fig. 5.1).
 
-The simulations are this package's; the drawing is :mod:`attnscope.plots`'s. Not imported
-by :mod:`attnscope.theory` itself, so the checks do not load matplotlib.
+:func:`theory_figure_inputs` gives, per figure, the arrays and labels that
+:func:`attnscope.plots.theory_figures` draws; this package imports no plotting code, and the
+plots import no theory.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from matplotlib.figure import Figure
+import numpy as np
 
-from attnscope import plots
-from attnscope.theory.rmt import mp_figure_samples
+from attnscope.theory.rmt import marchenko_pastur_curve, marchenko_pastur_edges, mp_figure_samples
 from attnscope.theory.softmax import slerp_kl_curve
 
 
-def theory_figures(
+def theory_figure_inputs(
     seed: int, mp_shapes: Sequence[Sequence[int]], slerp_dim: int, slerp_pairs: int, slerp_length: float
-) -> dict[str, Figure]:
-    """``mp_density``: eigenvalue histograms of Gaussian matrices of ``mp_shapes`` against the MP
-    density; ``slerp_kl``: the SLERP–KL curve of ``slerp_pairs`` orthogonal pairs with its fit."""
-    mp_density = plots.plot_mp_density(
-        mp_figure_samples(seed, mp_shapes),
-        "Marchenko–Pastur law of WᵀW for Gaussian random matrices (thesis fig. 2.4)",
-    )
+) -> dict[str, dict[str, Any]]:
+    """Figure stem → the keyword arguments of its plot. ``mp_density``: eigenvalues of Gaussian
+    matrices of ``mp_shapes`` with the MP density and upper edge of each panel; ``slerp_kl``: the
+    SLERP–KL curve of ``slerp_pairs`` orthogonal pairs (mean, 10–90 % band) with its cosine fit."""
+    panels = []
+    for label, eigenvalues, q, sigma2 in mp_figure_samples(seed, mp_shapes):
+        x, density = marchenko_pastur_curve(q, sigma2)
+        panels.append((label, eigenvalues, q, x, density, marchenko_pastur_edges(q, sigma2)[1]))
     curve = slerp_kl_curve(seed=seed, dim=slerp_dim, pairs=slerp_pairs, length=slerp_length)
     fit = curve.fit
     fit_text = (
@@ -36,6 +38,17 @@ def theory_figures(
         f"radius {slerp_length:g} (thesis fig. 5.1)"
     )
     return {
-        "mp_density": mp_density,
-        "slerp_kl": plots.plot_slerp_kl(curve.t, curve.kl, fit.fitted, fit_text, title),
+        "mp_density": {
+            "panels": panels,
+            "title": "Marchenko–Pastur law of WᵀW for Gaussian random matrices (thesis fig. 2.4)",
+        },
+        "slerp_kl": {
+            "t": curve.t,
+            "mean": curve.kl_mean,
+            "band": (np.quantile(curve.kl, 0.1, axis=0), np.quantile(curve.kl, 0.9, axis=0)),
+            "pairs": len(curve.kl),
+            "fitted": fit.fitted,
+            "fit_text": fit_text,
+            "title": title,
+        },
     }

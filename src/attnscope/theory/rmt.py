@@ -74,6 +74,14 @@ def marchenko_pastur_pdf(x: np.ndarray | float, q: float, sigma2: float = 1.0) -
     return np.where(inside, np.sqrt((hi - xs) * (xs - lo)) / (2 * np.pi * sigma2 * q * xs), 0.0)
 
 
+def marchenko_pastur_curve(q: float, sigma2: float = 1.0, points: int = 400) -> tuple[np.ndarray, np.ndarray]:
+    """(x, density): :func:`marchenko_pastur_pdf` on ``points`` even steps across the bulk [λ₋, λ₊]
+    without its ends (where the density is 0, or diverges at q = 1), for drawing."""
+    lo, hi = marchenko_pastur_edges(q, sigma2)
+    x = np.linspace(lo, hi, points)[1:-1]
+    return x, marchenko_pastur_pdf(x, q, sigma2)
+
+
 def marchenko_pastur_cdf(x: np.ndarray | float, q: float, sigma2: float = 1.0) -> np.ndarray:
     """Distribution function of :func:`marchenko_pastur_pdf`, in closed form."""
     lo, hi = marchenko_pastur_edges(q, sigma2)
