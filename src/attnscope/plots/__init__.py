@@ -22,8 +22,14 @@ Conventions shared by all figures:
 
 from attnscope.plots.common import STYLE, resolve_layers, save_figure, variant_color
 from attnscope.plots.curves import METRIC_LABELS, plot_metric_curves
-from attnscope.plots.heads import plot_head_correlations, plot_head_types, plot_rollout
-from attnscope.plots.knockout import plot_knockout_effects
+from attnscope.plots.heads import (
+    HEAD_FIGURES,
+    ROLLOUT_FIGURES,
+    plot_head_correlations,
+    plot_head_types,
+    plot_rollout,
+)
+from attnscope.plots.knockout import KNOCKOUT_FIGURE, plot_knockout_effects
 from attnscope.plots.maps import (
     attention_figure,
     causal_masked,
@@ -31,11 +37,20 @@ from attnscope.plots.maps import (
     plot_cosine_and_attention,
     thesis_layers,
 )
-from attnscope.plots.spectra import plot_base_alignment, plot_squared_singular_values, spectra_figures
+from attnscope.plots.spectra import (
+    SPECTRA_FIGURES,
+    plot_base_alignment,
+    plot_squared_singular_values,
+    spectra_figures,
+)
 from attnscope.plots.theory import plot_mp_density, plot_slerp_kl
 
 __all__ = [
+    "HEAD_FIGURES",
+    "KNOCKOUT_FIGURE",
     "METRIC_LABELS",
+    "ROLLOUT_FIGURES",
+    "SPECTRA_FIGURES",
     "STYLE",
     "attention_figure",
     "causal_masked",

@@ -9,6 +9,8 @@ from matplotlib.figure import Figure
 
 from attnscope.plots.common import STYLE, _wrap
 
+KNOCKOUT_FIGURE = "knockout_effects"
+"""The knockout effects figure's file stem in its rule's outputs (also its caption's name in report/)."""
 PANELS = {
     "delta_token": "Δ log-probability per clue token\n(knocked out − trained)",
     "vs_control": "Δ minus the random control's Δ\n(same window, paired per prompt)",
