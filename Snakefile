@@ -29,6 +29,7 @@ from snakemake.utils import min_version
 from attnscope import config as attnscope_config
 from attnscope import mapview as attnscope_mapview
 from attnscope import paths as attnscope_paths
+from attnscope.plots import stems as attnscope_stems
 from attnscope import variants as attnscope_variants
 
 min_version("9.0")

@@ -91,16 +91,6 @@ rule metric_curves_across_models:
         "../scripts/figures_metrics.py"
 
 
-SPECTRA_FIGURES = {
-    "spectra_random": "A.19 random init",
-    "spectra_attention": "A.20 W_q, W_k, W_v, W_o",
-    "spectra_mlp": "A.21 MLP",
-    "base_alignment": "A.22 Tr(W_qᵀW_k)",
-}
-"""The figures of spectra_figures (file stem → thesis figure), drawn by plots.spectra_figures."""
-THEORY_FIGURES = {"mp_density": "2.4 Marchenko–Pastur", "slerp_kl": "5.1 SLERP–KL"}
-
-
 RANDOM_SEEDS = [v for v in PLAN.spectra_variants if attnscope_variants.parse(v).kind == "random"]
 """Every random-init variant whose spectra are taken: the band the learned spectra are drawn against."""
 
@@ -114,7 +104,7 @@ rule spectra_figures:
         random_alignment=attnscope_paths.fill(attnscope_paths.ALIGNMENT, variant=PLAN.random_variant),
         seeds_sv=[attnscope_paths.fill(attnscope_paths.SINGULAR_VALUES, variant=v) for v in RANDOM_SEEDS],
     output:
-        **figure_set_outputs(attnscope_paths.MODEL_FIGURES, SPECTRA_FIGURES, "Weight spectra"),
+        **figure_set_outputs(attnscope_paths.MODEL_FIGURES, attnscope_stems.SPECTRA_FIGURES, "Weight spectra"),
     params:
         random_variant=PLAN.random_variant,
         random_seeds=RANDOM_SEEDS,
@@ -131,7 +121,7 @@ rule spectra_figures:
 
 rule theory_figures:
     output:
-        **figure_set_outputs(attnscope_paths.THEORY_FIGURES, THEORY_FIGURES, "Theory"),
+        **figure_set_outputs(attnscope_paths.THEORY_FIGURES, attnscope_stems.THEORY_FIGURES, "Theory"),
     params:
         theory=lambda wc: attnscope_config.config_slice(
             config, "theory", attnscope_config.THEORY_FIGURE_KEYS
@@ -146,6 +136,100 @@ rule theory_figures:
         **fixed_resources(mem_mb=1000, runtime=10),
     script:
         "../scripts/figures_theory.py"
+
+
+# The figures of the heads and knockout stages, from the tables of rules/heads.smk and
+# rules/knockout.smk: a figure setting (or heads.threshold, which only labels the head-type scores)
+# reruns these, no job that runs a model or computes a table.
+
+
+rule head_types_figure:
+    input:
+        table=attnscope_paths.HEAD_TYPES,
+    output:
+        **figure_outputs(
+            attnscope_paths.HEAD_TYPE_FIGURE, "head_types", "Heads",
+            labels={"variant": "{variant}", "figure": attnscope_stems.HEAD_FIGURES["head_types"]},
+        ),
+    params:
+        threshold=lambda wc: config["heads"]["threshold"],
+        dpi=lambda wc: config["figures"]["dpi"],
+    log:
+        "results/logs/head_types_figure/{model}/{variant}.log",
+    benchmark:
+        "results/benchmarks/head_types_figure/{model}/{variant}.tsv"
+    resources:
+        **fixed_resources(mem_mb=1000, runtime=10),
+    script:
+        "../scripts/figures_head_types.py"
+
+
+rule rollout_figures:
+    input:
+        table=attnscope_paths.ROLLOUT,
+    output:
+        # one per stem of plots.ROLLOUT_FIGURES: the rollout of the weights, of the value-weighted maps
+        **figure_outputs(
+            attnscope_paths.ROLLOUT_FIGURE, "rollout", "Heads", subcategory="{experiment} · {variant}",
+            labels={"variant": "{variant}", "figure": attnscope_stems.HEAD_FIGURES["rollout"]},
+            prefix="rollout_",
+        ),
+        **figure_outputs(
+            attnscope_paths.VALUE_ROLLOUT_FIGURE, "rollout_value", "Heads", subcategory="{experiment} · {variant}",
+            labels={"variant": "{variant}", "figure": attnscope_stems.HEAD_FIGURES["rollout_value"]},
+            prefix="rollout_value_",
+        ),
+    params:
+        experiment=lambda wc: {"category": experiment_plan(wc).category, "k": experiment_plan(wc).k},  # title
+        dpi=lambda wc: config["figures"]["dpi"],
+    log:
+        "results/logs/rollout_figures/{model}/{variant}/{experiment}.log",
+    benchmark:
+        "results/benchmarks/rollout_figures/{model}/{variant}/{experiment}.tsv"
+    resources:
+        **fixed_resources(mem_mb=1000, runtime=10),
+    script:
+        "../scripts/figures_rollout.py"
+
+
+rule head_correlations_figure:
+    input:
+        table=attnscope_paths.HEAD_CORRELATIONS,
+    output:
+        **figure_outputs(
+            attnscope_paths.HEAD_CORRELATION_FIGURE, "head_correlations", "Heads",
+            labels={"figure": attnscope_stems.HEAD_FIGURES["head_correlations"]},
+        ),
+    params:
+        dpi=lambda wc: config["figures"]["dpi"],
+    log:
+        "results/logs/head_correlations_figure/{model}.log",
+    benchmark:
+        "results/benchmarks/head_correlations_figure/{model}.tsv"
+    resources:
+        **fixed_resources(mem_mb=1000, runtime=10),
+    script:
+        "../scripts/figures_head_correlations.py"
+
+
+rule knockout_figure:
+    input:
+        table=attnscope_paths.KNOCKOUT_EFFECTS,
+    output:
+        **figure_outputs(
+            attnscope_paths.KNOCKOUT_FIGURE, attnscope_stems.KNOCKOUT_FIGURE, "Knockout effects",
+            labels={"experiment": "{experiment}"},
+        ),
+    params:
+        dpi=lambda wc: config["figures"]["dpi"],
+    log:
+        "results/logs/knockout_figure/{model}/{experiment}.log",
+    benchmark:
+        "results/benchmarks/knockout_figure/{model}/{experiment}.tsv"
+    resources:
+        **fixed_resources(mem_mb=1000, runtime=10),
+    script:
+        "../scripts/figures_knockout.py"
 
 
 rule clue_comparison:
@@ -180,4 +264,4 @@ rule clue_comparison:
 
 rule figures:
     input:
-        figure_targets(SPECTRA_FIGURES, THEORY_FIGURES),
+        figure_targets(attnscope_stems.SPECTRA_FIGURES, attnscope_stems.THEORY_FIGURES),

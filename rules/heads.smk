@@ -4,20 +4,16 @@
 # residual per prompt from every attention store's head-mean maps; one table per head (weights,
 # behaviour on the claims' experiments, types) per model × variant of spectra.variants that has
 # metrics on those experiments, and the rank correlations of its weight and behaviour columns.
+# Their figures are drawn from these tables by the rules of rules/figures.smk.
 
 rule head_types:
     input:
         manifest=attnscope_paths.MANIFEST,
     output:
         table=attnscope_paths.HEAD_TYPES,
-        **figure_outputs(
-            attnscope_paths.HEAD_TYPE_FIGURE, "head_types", "Heads",
-            labels={"variant": "{variant}", "figure": "head types"},
-        ),
     params:
         heads=lambda wc: attnscope_config.config_slice(config, "heads", attnscope_config.HEADS_KEYS),
         load=load_options,
-        dpi=lambda wc: config["figures"]["dpi"],
     log:
         "results/logs/head_types/{model}/{variant}.log",
     benchmark:
@@ -34,19 +30,6 @@ rule rollout:
         store=attnscope_paths.ATTENTION_STORE,
     output:
         table=attnscope_paths.ROLLOUT,
-        **figure_outputs(
-            attnscope_paths.ROLLOUT_FIGURE, "rollout", "Heads",
-            subcategory="{experiment} · {variant}",
-            labels={"variant": "{variant}", "figure": "attention rollout"},
-        ),
-        **figure_outputs(
-            attnscope_paths.VALUE_ROLLOUT_FIGURE, "rollout_value", "Heads",
-            subcategory="{experiment} · {variant}",
-            labels={"variant": "{variant}", "figure": "value-weighted rollout"},
-            prefix="value_",
-        ),
-    params:
-        dpi=lambda wc: config["figures"]["dpi"],
     log:
         "results/logs/rollout/{model}/{variant}/{experiment}.log",
     benchmark:
@@ -73,6 +56,8 @@ rule head_table:
         ],
     output:
         table=attnscope_paths.HEAD_TABLE,
+    params:
+        threshold=lambda wc: config["heads"]["threshold"],
     log:
         "results/logs/head_table/{model}/{variant}.log",
     benchmark:
@@ -91,12 +76,6 @@ rule head_correlations:
         ],
     output:
         table=attnscope_paths.HEAD_CORRELATIONS,
-        **figure_outputs(
-            attnscope_paths.HEAD_CORRELATION_FIGURE, "head_correlations", "Heads",
-            labels={"figure": "weights vs behaviour of heads"},
-        ),
-    params:
-        dpi=lambda wc: config["figures"]["dpi"],
     log:
         "results/logs/head_correlations/{model}.log",
     benchmark:

@@ -1,7 +1,8 @@
 # Attention knockout effects (docs/attention.md, "Knockout effects"): per model × experiment ×
 # knockout (edge set × layer window, `knockout:`), what blocking the edges does to the trained
-# model's clue; per model × experiment, the effects table and its figure. Each knockout is its
-# own job, so adding one to the config runs only it (and the table that combines them).
+# model's clue; per model × experiment, the effects table (its figure: rule knockout_figure in
+# rules/figures.smk). Each knockout is its own job, so adding one to the config runs only it (and
+# the table that combines them).
 
 KNOCKOUTS = attnscope_variants.knockout_plan(
     config["knockout"],
@@ -46,7 +47,7 @@ rule knockout:
 
 rule knockout_effects:
     """One experiment's knockouts: per edge set and window the mean effect with its interval, and
-    the paired comparison with the random control; the figure of effect by window × edge set."""
+    the paired comparison with the random control."""
     input:
         rows=lambda wc: [
             attnscope_paths.KNOCKOUT.format(model=wc.model, variant=variant, experiment=wc.experiment)
@@ -55,12 +56,6 @@ rule knockout_effects:
     output:
         table=attnscope_paths.KNOCKOUT_EFFECTS,
         markdown=attnscope_paths.KNOCKOUT_EFFECTS_MD,
-        **figure_outputs(
-            attnscope_paths.KNOCKOUT_FIGURE, "knockout_effects", "Knockout effects",
-            labels={"experiment": "{experiment}"},
-        ),
-    params:
-        dpi=lambda wc: config["figures"]["dpi"],
     log:
         "results/logs/knockout_effects/{model}/{experiment}.log",
     benchmark:

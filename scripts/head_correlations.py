@@ -1,10 +1,9 @@
 """Rule head_correlations: a model's head tables → Spearman's ρ over heads of every weight-side
-column with every behaviour-side column, per variant, with bootstrap intervals (Parquet), and
-their heatmaps."""
+column with every behaviour-side column, per variant, with bootstrap intervals (Parquet)."""
 
 import pandas as pd
 
-from attnscope import headtable, io, plots
+from attnscope import headtable, io
 
 log = io.setup_script_logging(snakemake.log[0])
 tables = [pd.read_parquet(path) for path in snakemake.input.tables]
@@ -25,13 +24,4 @@ meta = io.job_metadata(
     variants=list(correlations["variant"].unique()),
 )
 io.write_parquet(correlations, snakemake.output.table, meta)
-title = (
-    f"{model} · Spearman ρ over heads of weight-side (rows) and behaviour-side (columns) columns of "
-    "the head table, 95% bootstrap interval over heads"
-)
-plots.save_figure(
-    plots.plot_head_correlations(correlations, title),
-    [snakemake.output.png, snakemake.output.svg],
-    snakemake.params.dpi,
-)
 log.info("head correlations of %s: %d variants", model, len(tables))

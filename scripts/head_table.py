@@ -1,5 +1,6 @@
 """Rule head_table: a model variant's QK and OV circuits (from weight_spectra), head types and
-metrics (weights and value-weighted maps) on the claims' experiments → one row per layer × head."""
+metrics (weights and value-weighted maps) on the claims' experiments → one row per layer × head,
+typed at heads.threshold."""
 
 import pandas as pd
 
@@ -13,6 +14,7 @@ table = headtable.head_table(
     pd.read_parquet(snakemake.input.types),
     [pd.read_parquet(path) for path in snakemake.input.metrics],
     [pd.read_parquet(path) for path in snakemake.input.value_metrics],
+    snakemake.params.threshold,
 )
 meta = io.job_metadata(
     snakemake,

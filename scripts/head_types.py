@@ -1,11 +1,11 @@
 """Rule head_types: a model variant → previous-token, duplicate-token and induction scores per
-layer × head on a seeded probe of repeated random tokens (Parquet), and their layer × head heatmaps."""
+layer × head on a seeded probe of repeated random tokens (Parquet)."""
 
 from pathlib import Path
 
 import torch
 
-from attnscope import headtypes, io, models, plots
+from attnscope import headtypes, io, models
 
 log = io.setup_script_logging(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
@@ -13,28 +13,22 @@ p = snakemake.params
 heads = p.heads
 loaded = models.load_model(Path(snakemake.input.manifest).parent, snakemake.wildcards.variant, **p.load)
 table = headtypes.measure_head_types(
-    loaded.model,
-    loaded.tokenizer,
-    heads["probe_length"],
-    heads["probe_count"],
-    heads["seed"],
-    heads["threshold"],
+    loaded.model, loaded.tokenizer, heads["probe_length"], heads["probe_count"], heads["seed"]
 )
+tokenizer = loaded.tokenizer
 meta = io.job_metadata(
     snakemake,
     io.job_digest(snakemake, loaded.variant, inputs=["manifest"]),
     model=loaded.name,
     variant=loaded.variant,
     heads=heads,
-    bos=loaded.tokenizer.bos_token,
+    bos=tokenizer.bos_token if tokenizer.bos_token_id is not None else None,  # the probe's first token
     notes=loaded.notes,
 )
 io.write_parquet(table.assign(model=loaded.name, variant=loaded.variant), snakemake.output.table, meta)
-bos = f"{loaded.tokenizer.bos_token} + " if loaded.tokenizer.bos_token_id is not None else ""
-title = (
-    f"{loaded.name} · {loaded.variant} · head types on {heads['probe_count']} probes of "
-    f"{bos}2 × {heads['probe_length']} repeated random tokens (seed {heads['seed']})"
+log.info(
+    "head-type scores of %s/%s, highest: %s",
+    loaded.name,
+    loaded.variant,
+    table[list(headtypes.SCORES)].max().round(3).to_dict(),
 )
-fig = plots.plot_head_types(table, heads["threshold"], title)
-plots.save_figure(fig, [snakemake.output.png, snakemake.output.svg], p.dpi)
-log.info("head types of %s/%s: %s", loaded.name, loaded.variant, table["head_type"].value_counts().to_dict())

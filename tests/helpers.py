@@ -118,14 +118,16 @@ AGGREGATE_SOURCES = {
 """Jobs that combine the jobs of several variants: an experiment's variant comparison, its
 knockout effects and a model's spectra comparison rerun with the jobs they combine (same model,
 experiment)."""
+TABLE_FIGURES = {"knockout_effects": "knockout_figure", "head_correlations": "head_correlations_figure"}
+"""The figure rule that draws a combining job's table (same wildcards): it reruns with the table."""
 
 
 def with_aggregates(selected: list, jobs: list, claims_experiment: str = "animals-k2") -> list:
     """`selected` plus the jobs of `jobs` that combine them: the aggregates above, the claims
     table (it reads every experiment's results of a model), a variant's head table (its head
     types and its metrics on `claims_experiment`, the first experiment of the tests' configs) and
-    a model's head correlations (its head tables)."""
-    combining = (*AGGREGATE_SOURCES, "claims", "head_table", "head_correlations")
+    a model's head correlations (its head tables), and the figures of those tables (TABLE_FIGURES)."""
+    combining = (*AGGREGATE_SOURCES, "claims", "head_table", "head_correlations", *TABLE_FIGURES.values())
     chosen = sorted({job for job in selected if job[0] not in combining})
     found = [set(wc.split(", ")) for _, wc in chosen]
 
@@ -152,7 +154,8 @@ def with_aggregates(selected: list, jobs: list, claims_experiment: str = "animal
         for rule, wc in jobs
         if rule == "head_correlations" and any(set(wc.split(", ")) <= t for t in tables)
     ]
-    return sorted(chosen)
+    drawn = {(TABLE_FIGURES[rule], wc) for rule, wc in chosen if rule in TABLE_FIGURES}
+    return sorted(chosen + [job for job in jobs if job in drawn])
 
 
 def float16_steps(a: np.ndarray, b: np.ndarray) -> np.ndarray:

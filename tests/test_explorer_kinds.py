@@ -92,14 +92,15 @@ def head_files(results: Path, variant: str) -> tuple[Path, Path]:
 
 def write_head_tables(results: Path, rng: np.random.Generator) -> None:
     """trained's head types (the workflow's builder on random probe scores) and a head table of its
-    columns with random values (NaN for layer 1, head 2's ov_sigma_max)."""
+    columns with random values, its heads typed at 0.4 (NaN for layer 1, head 2's ov_sigma_max)."""
     table_path, types_path = head_files(results, "trained")
     scores = rng.random((3, len(headtypes.SCORES), NUM_LAYERS, NUM_HEADS))
-    types = headtypes.head_types_table(scores, [0, 0, 1, 1], threshold=0.4)
+    types = headtypes.head_types_table(scores, [0, 0, 1, 1])
     table = pd.DataFrame(
         {column: rng.random(len(types)) for column in headtable.COLUMNS if column not in types.columns}
     )
-    table = pd.concat([types, table], axis=1)[list(headtable.COLUMNS)]
+    table = pd.concat([types, table], axis=1).assign(head_type=headtypes.head_types(types, 0.4))
+    table = table[list(headtable.COLUMNS)]
     table.loc[(table["layer"] == 1) & (table["head"] == 2), "ov_sigma_max"] = np.nan
     types_path.parent.mkdir(parents=True)
     types.to_parquet(types_path)
@@ -400,9 +401,9 @@ def test_the_page_switches_the_map_kind(kinds_results, tmp_path):
             assert driver.find_element("id", "heads").text == ""  # the head mean: no head rows
             page.view("head", lambda: page.select("head", "2"))
             trained, old = driver.find_elements("css selector", "#heads .head")
-            types = pd.read_parquet(head_files(kinds_results, "trained")[1]).set_index(["layer", "head"])
+            table = pd.read_parquet(head_files(kinds_results, "trained")[0]).set_index(["layer", "head"])
             assert trained.find_element("css selector", ".types").text.startswith(
-                f"head type: {types.loc[(0, 2), 'head_type']}; kv_head 1, previous_token "
+                f"head type: {table.loc[(0, 2), 'head_type']}; kv_head 1, previous_token "
             )
             cells = [c.text for c in trained.find_elements("css selector", ".table td")]
             assert cells[: 2 * 3] == ["layer", "0", "head", "2", "kv_head", "1"]

@@ -126,22 +126,21 @@ def offset_heads(model: torch.nn.Module, offsets: dict[tuple[int, int], int], sh
 
 def test_heads_built_to_attend_at_offsets_are_typed_by_their_offset(tiny_llama):
     model, tokenizer = tiny_llama
-    table = headtypes.measure_head_types(
-        offset_heads(model, OFFSETS), tokenizer, LENGTH, COUNT, SEED, THRESHOLD
-    )
+    table = headtypes.measure_head_types(offset_heads(model, OFFSETS), tokenizer, LENGTH, COUNT, SEED)
     assert list(table.columns) == list(headtypes.COLUMNS)
-    for row in table.itertuples():
+    types = headtypes.head_types(table, THRESHOLD)
+    for row, head_type in zip(table.itertuples(), types):
         built = EXPECTED.get((row.layer, row.head))
         for score in headtypes.SCORES:
             value = getattr(row, score)
             assert value > 0.99 if score == built else value < 0.01, (row.layer, row.head, score, value)
-        assert row.head_type == (built or headtypes.NO_TYPE)
+        assert head_type == (built or headtypes.NO_TYPE)
 
 
 def test_a_random_tiny_model_has_no_typed_head(tiny_llama):
     model, tokenizer = tiny_llama
-    table = headtypes.measure_head_types(model, tokenizer, LENGTH, COUNT, SEED, THRESHOLD)
-    assert (table["head_type"] == headtypes.NO_TYPE).all()
+    table = headtypes.measure_head_types(model, tokenizer, LENGTH, COUNT, SEED)
+    assert (headtypes.head_types(table, THRESHOLD) == headtypes.NO_TYPE).all()
     assert table["previous_token"].max() < 0.2
 
 
@@ -150,9 +149,14 @@ def test_head_type_is_the_highest_score_at_the_threshold():
     scores[:, 0, 0, 0] = [0.3, 0.5]  # previous-token mean 0.4: at the threshold
     scores[:, 2, 0, 1] = 0.39  # induction just below
     scores[:, 1, 0, 2], scores[:, 2, 0, 2] = 0.6, 0.7  # both above: the higher wins
-    table = headtypes.head_types_table(scores, [0, 0, 1], THRESHOLD)
-    assert table["head_type"].tolist() == ["previous_token", "none", "induction"]
+    table = headtypes.head_types_table(scores, [0, 0, 1])
+    assert list(table.columns) == list(headtypes.COLUMNS)  # scores only: the threshold types them
+    assert headtypes.head_types(table, THRESHOLD).tolist() == ["previous_token", "none", "induction"]
+    assert headtypes.head_types(table, 0.65).tolist() == ["none", "none", "induction"]
     assert table["kv_head"].tolist() == [0, 0, 1]
     fig = plot_head_types(table, THRESHOLD, "constructed")
     dots = [sum(len(line.get_xdata()) for line in ax.get_lines()) for ax in fig.axes[: len(headtypes.SCORES)]]
     assert dots == [1, 0, 1]
+    fig = plot_head_types(table, 0.65, "stricter")  # the figure types at its own threshold
+    dots = [sum(len(line.get_xdata()) for line in ax.get_lines()) for ax in fig.axes[: len(headtypes.SCORES)]]
+    assert dots == [0, 0, 1]

@@ -111,5 +111,5 @@ def test_the_store_reader_of_the_package_loads_no_model_library():
 
 
 def test_check_sees_a_heavy_import():
-    """The check above can fail: the plotting package does load matplotlib."""
-    assert "matplotlib" in imported_after("attnscope.plots")
+    """The check above can fail: a plotting module does load matplotlib."""
+    assert "matplotlib" in imported_after("attnscope.plots.maps")

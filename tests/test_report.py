@@ -138,6 +138,16 @@ def test_report_bundles_figures_tables_and_claims(report_run):
         assert caption in entry["caption"] and "<em>Ant</em>" in entry["caption"], entry["caption"]
         assert entry["labels"] == {"target": "Ant", "figure": f"{figure}, prompt + generated clue"}
         assert entry["job_properties"]["rule"] == "attention_figures"
+    # The heads and knockout stages' figures: each drawn by its figure rule from its stage's table.
+    for path, rule, label in (
+        ("trained_head_types", "head_types_figure", "head types"),
+        ("trained/animals-k2_rollout", "rollout_figures", "attention rollout"),
+        ("trained/animals-k2_rollout_value", "rollout_figures", "value-weighted rollout"),
+        ("head_correlations", "head_correlations_figure", "weights vs behaviour of heads"),
+        ("animals-k2_knockout", "knockout_figure", None),
+    ):
+        entry = results[f"results/figures/tiny-mistral/{path}.png"]
+        assert entry["job_properties"]["rule"] == rule and entry["labels"].get("figure") == label, entry
     assert all(caption.strip() for caption in captions.values()), "every result has a caption"
     table = pd.read_parquet(report_run / "results" / "claims.parquet")
     known = {*claims.VERDICTS, "not replicated on tiny-mistral"}  # not the thesis's model

@@ -23,6 +23,29 @@ from tests.helpers import every_job, planned_jobs, variants_config, with_aggrega
 pytestmark = pytest.mark.integration
 
 MODEL = "tiny-mistral"
+FIGURE_RULES = (
+    "attention_figures",
+    "metric_curves",
+    "spectra_figures",
+    "theory_figures",
+    "head_types_figure",
+    "rollout_figures",
+    "head_correlations_figure",
+    "knockout_figure",
+)
+"""The rules that draw figures from the tables and stores of the rules that compute them (the run's
+figure rules: metric_curves_across_models needs a second model)."""
+MODEL_RULES = (
+    "prepare_model",
+    "weight_spectra",
+    "generate_clues",
+    "extract_attention",
+    "head_types",
+    "knockout",
+)
+"""The rules that load a model."""
+PROBE = ("head_types", "head_types_figure")
+"""The head-type probe of a variant (a model job) and its figure: they read no prompt."""
 
 
 def base_config() -> dict:
@@ -156,7 +179,7 @@ def test_each_value_reruns_the_jobs_that_read_it(finished_run, key, value, selec
         "variant jobs": [job for job in jobs if "variant=" in job[1] and job[0] != "weight_spectra"],
         # Jobs of the variant's prompts: not its weights' spectra nor its head types' probe.
         "generation jobs": [
-            job for job in jobs if "variant=" in job[1] and job[0] not in ("weight_spectra", "head_types")
+            job for job in jobs if "variant=" in job[1] and job[0] not in ("weight_spectra", *PROBE)
         ],
         # The chat template shapes the prompts and all that follows them, not the weights.
         "prompt jobs": [
@@ -166,7 +189,7 @@ def test_each_value_reruns_the_jobs_that_read_it(finished_run, key, value, selec
         "prompt format jobs": [
             job
             for job in having(jobs, f"model={MODEL}")
-            if job[0] not in ("prepare_model", "weight_spectra", "head_types")
+            if job[0] not in ("prepare_model", "weight_spectra", *PROBE)
         ],
         "experiment=food-k3": having(jobs, "experiment=food-k3"),
         "prompts of food-k3": prompt_side(having(jobs, "experiment=food-k3")),
@@ -180,7 +203,7 @@ def test_clue_sources_rerun_everything_downstream_of_the_import(finished_run):
         config["data"]["clue_files"][0]["category"] = None
 
     planned, jobs = run_after(finished_run, relabel)
-    independent = ("prepare_model", "theory_checks", "theory_figures", "head_types") + (
+    independent = ("prepare_model", "theory_checks", "theory_figures", *PROBE) + (
         "weight_spectra",
         "spectra_comparison",
         "spectra_figures",
@@ -188,15 +211,35 @@ def test_clue_sources_rerun_everything_downstream_of_the_import(finished_run):
     assert planned == [job for job in jobs if job[0] not in independent]
 
 
-@pytest.mark.parametrize("key", ["probe_length", "probe_count", "seed", "threshold"])
+@pytest.mark.parametrize("key", ["probe_length", "probe_count", "seed"])
 def test_a_head_probe_setting_reruns_only_the_head_types(finished_run, key):
-    """The probe is the same for every variant: all head_types jobs rerun and the head tables that
-    join them, nothing else (the rollout reads the attention stores, not the probe)."""
-    value = {"probe_length": 7, "probe_count": 2, "seed": 3, "threshold": 0.5}[key]
+    """The probe is the same for every variant: all head_types jobs rerun, their figures and the
+    head tables that join them, nothing else (the rollout reads the attention stores, not the probe)."""
+    value = {"probe_length": 7, "probe_count": 2, "seed": 3}[key]
     planned, jobs = run_after(finished_run, set_key(f"heads.{key}", value))
-    assert planned == having(jobs, rules=("head_types", "head_table", "head_correlations"))
+    heads = (*PROBE, "head_table", "head_correlations", "head_correlations_figure")
+    assert planned == having(jobs, rules=heads)
     assert len(having(planned, rules=("head_types",))) == len(base_config()["spectra"]["variants"])
     assert having(planned, rules=("head_table",)) and having(planned, rules=("head_correlations",))
+
+
+def test_the_head_type_threshold_reruns_no_model_job(finished_run):
+    """heads.threshold labels the probe's scores where they are read: the head tables, what reads
+    them, and the head-type figures; the probe (a model job) keeps its scores."""
+    planned, jobs = run_after(finished_run, set_key("heads.threshold", 0.5))
+    readers = ("head_types_figure", "head_table", "head_correlations", "head_correlations_figure")
+    assert planned == having(jobs, rules=readers)
+    assert len(having(planned, rules=("head_types_figure",))) == len(base_config()["spectra"]["variants"])
+    assert not having(planned, rules=MODEL_RULES)
+
+
+def test_a_figure_setting_reruns_only_the_figure_rules(finished_run):
+    """figures.dpi decides figures only: every figure job reruns, no job that runs a model or
+    writes a table or a store."""
+    planned, jobs = run_after(finished_run, set_key("figures.dpi", 100))
+    assert planned == having(jobs, rules=FIGURE_RULES)
+    assert {rule for rule, _ in planned} == set(FIGURE_RULES)
+    assert not having(planned, rules=MODEL_RULES)
 
 
 def test_scripts_read_config_only_through_params():

@@ -553,8 +553,9 @@ decide only which jobs exist)."""
 FIGURE_KEYS = ("dpi", "grid_layers", "cosine_layers", "pass_columns", "color_max")
 """The ``figures:`` keys the attention-map figures depend on."""
 
-HEADS_KEYS = ("probe_length", "probe_count", "seed", "threshold")
-"""The ``heads:`` keys that decide head_types' outputs."""
+HEADS_KEYS = ("probe_length", "probe_count", "seed")
+"""The ``heads:`` keys that decide head_types' outputs: the probe (``threshold`` only labels its
+scores, where they are read)."""
 
 THEORY_FIGURE_KEYS = ("seed", "slerp_dim", "slerp_pairs", "slerp_length")
 """The ``theory:`` keys the theory figures depend on (the SLERP–KL simulation)."""

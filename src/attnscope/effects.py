@@ -130,6 +130,11 @@ def effects_table(rows: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     return table.sort_values(["control", "edges", "first", "last"], kind="stable").reset_index(drop=True)
 
 
+def effects_title(model: str, experiment: str) -> str:
+    """The title of an experiment's knockout effects, in its Markdown table and its figure."""
+    return f"{model} · {experiment} · knockout effects on the trained clue"
+
+
 def effects_markdown(table: pd.DataFrame, title: str) -> str:
     """The effects table as Markdown: per knockout the mean change with its 95 % interval."""
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from attnscope.headtypes import SCORES
+from attnscope.headtypes import SCORES, head_types
 from attnscope.stats import CONFIDENCE, N_RESAMPLES, paired_bootstrap
 
 FORM = "folded"
@@ -83,16 +83,19 @@ def head_table(
     types: pd.DataFrame,
     metrics: Sequence[pd.DataFrame],
     value_metrics: Sequence[pd.DataFrame],
+    threshold: float,
 ) -> pd.DataFrame:
     """One row per layer × head (:data:`COLUMNS`) from the QK-circuits table, the OV-circuits
-    table (:func:`attnscope.circuits.ov_circuits`), the head-types table and the metrics tables of
-    the reference prompts, of the weights and of the value-weighted maps; refuses sources that do
-    not cover the same heads."""
+    table (:func:`attnscope.circuits.ov_circuits`), the head-types table (its scores, typed here at
+    ``threshold``: :func:`attnscope.headtypes.head_types`) and the metrics tables of the reference
+    prompts, of the weights and of the value-weighted maps; refuses sources that do not cover the
+    same heads."""
     keys = ["layer", "head", "kv_head"]
     values = prompt_means(value_metrics).drop(columns=["n_prompts"])
     values = values.rename(columns=dict(zip(BEHAVIOUR_METRICS, VALUE_METRICS)))
     table = _circuit(qk, QK_STATS).merge(_circuit(ov, OV_STATS), on=keys, how="outer", validate="1:1")
-    table = table.merge(types[[*keys, *SCORES, "head_type"]], on=keys, how="outer", validate="1:1")
+    table = table.merge(types[[*keys, *SCORES]], on=keys, how="outer", validate="1:1")
+    table["head_type"] = head_types(table, threshold)
     table = table.merge(prompt_means(metrics), on=["layer", "head"], how="outer", validate="1:1")
     table = table.merge(values, on=["layer", "head"], how="outer", validate="1:1")
     expected = qk[qk["form"] == FORM][["layer", "head"]].drop_duplicates()

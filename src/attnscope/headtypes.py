@@ -20,8 +20,9 @@ its target keys; the targets follow TransformerLens's head detector
 The probe's scores are their means over the probes. On the probe (BOS at 0, the copies at
 1..L and L+1..2L) duplicate_token is the mean of a[i, i − L] and induction the mean of
 a[i, i − L + 1] over the second copy's queries, the diagonal scores of the tutorials. A head's
-``head_type`` is its highest score if that reaches the threshold, else ``none``. Keys a
-sliding-window layer hides cannot be attended: such a layer scores what it can see.
+type (:func:`head_types`) is its highest score if that reaches the threshold, else ``none``: a
+label the readers of the scores apply (the head table, the figure), so a new threshold reruns no
+probe. Keys a sliding-window layer hides cannot be attended: such a layer scores what it can see.
 
 Torch is imported only by the functions that run a model, so the figures and the scores of
 stored maps import this module in a figure job's time.
@@ -42,8 +43,8 @@ if TYPE_CHECKING:
 SCORES = ("previous_token", "duplicate_token", "induction")
 """The head-type scores, the columns of the table and the panels of its figure."""
 NO_TYPE = "none"
-"""The ``head_type`` of a head whose every score is below the threshold."""
-COLUMNS = ("layer", "head", "kv_head", *SCORES, "head_type")
+"""The type of a head whose every score is below the threshold."""
+COLUMNS = ("layer", "head", "kv_head", *SCORES)
 """The columns of the head-types table, in order."""
 
 
@@ -129,7 +130,7 @@ def probe_scores(model: PreTrainedModel, probes: np.ndarray) -> np.ndarray:
     return out
 
 
-def head_types_table(scores: np.ndarray, kv_head: Sequence[int], threshold: float) -> pd.DataFrame:
+def head_types_table(scores: np.ndarray, kv_head: Sequence[int]) -> pd.DataFrame:
     """One row per layer × head (:data:`COLUMNS`) from the probe means of ``scores``
     [probe, score, layer, head]; ``kv_head``: each query head's KV head."""
     mean = scores.mean(axis=0)
@@ -138,11 +139,16 @@ def head_types_table(scores: np.ndarray, kv_head: Sequence[int], threshold: floa
     table = pd.DataFrame({"layer": layer, "head": head, "kv_head": np.asarray(kv_head)[head]})
     for i, name in enumerate(SCORES):
         table[name] = mean[i].ravel()
-    best = table[list(SCORES)].to_numpy()
-    top = best.argmax(axis=1)
-    typed = best[np.arange(len(best)), top] >= threshold
-    table["head_type"] = np.where(typed, np.asarray(SCORES)[top], NO_TYPE)
     return table[list(COLUMNS)]
+
+
+def head_types(scores: pd.DataFrame, threshold: float) -> np.ndarray:
+    """Each row's head type: the name of its highest score of :data:`SCORES` (columns of
+    ``scores``) if that reaches ``threshold``, else :data:`NO_TYPE`."""
+    values = scores[list(SCORES)].to_numpy()
+    top = values.argmax(axis=1)
+    typed = values[np.arange(len(values)), top] >= threshold
+    return np.where(typed, np.asarray(SCORES)[top], NO_TYPE)
 
 
 def measure_head_types(
@@ -151,7 +157,6 @@ def measure_head_types(
     length: int,
     count: int,
     seed: int,
-    threshold: float,
 ) -> pd.DataFrame:
     """The head-types table of ``model`` on its probe (:func:`probe_ids` with the tokenizer's BOS)."""
     from attnscope import architecture
@@ -160,4 +165,4 @@ def measure_head_types(
     probes = probe_ids(vocabulary, length, count, seed, tokenizer.bos_token_id)
     num_heads, num_kv_heads, _ = architecture.attention_shape(model.config)
     kv_head = architecture.kv_head_index(num_heads, num_kv_heads).tolist()
-    return head_types_table(probe_scores(model, probes), kv_head, threshold)
+    return head_types_table(probe_scores(model, probes), kv_head)

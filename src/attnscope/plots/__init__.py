@@ -20,40 +20,40 @@ Conventions shared by all figures:
 - each variant has one colour in every figure (:func:`variant_color`).
 """
 
-from attnscope.plots.common import STYLE, resolve_layers, save_figure, variant_color
-from attnscope.plots.curves import METRIC_LABELS, plot_metric_curves
-from attnscope.plots.heads import plot_head_correlations, plot_head_types, plot_rollout
-from attnscope.plots.knockout import plot_knockout_effects
-from attnscope.plots.maps import (
-    attention_figure,
-    causal_masked,
-    plot_attention_maps,
-    plot_cosine_and_attention,
-    thesis_layers,
-)
-from attnscope.plots.spectra import plot_base_alignment, plot_squared_singular_values, spectra_figures
-from attnscope.plots.theory import plot_mp_density, plot_slerp_kl, theory_figures
+from __future__ import annotations
 
-__all__ = [
-    "METRIC_LABELS",
-    "STYLE",
-    "attention_figure",
-    "causal_masked",
-    "plot_attention_maps",
-    "plot_base_alignment",
-    "plot_cosine_and_attention",
-    "plot_head_correlations",
-    "plot_head_types",
-    "plot_knockout_effects",
-    "plot_metric_curves",
-    "plot_mp_density",
-    "plot_rollout",
-    "plot_slerp_kl",
-    "plot_squared_singular_values",
-    "resolve_layers",
-    "save_figure",
-    "spectra_figures",
-    "theory_figures",
-    "thesis_layers",
-    "variant_color",
-]
+import importlib
+from typing import Any
+
+_HOME = {
+    "stems": ("HEAD_FIGURES", "KNOCKOUT_FIGURE", "ROLLOUT_FIGURES", "SPECTRA_FIGURES", "THEORY_FIGURES"),
+    "common": ("STYLE", "resolve_layers", "save_figure", "variant_color"),
+    "curves": ("METRIC_LABELS", "plot_metric_curves"),
+    "heads": ("plot_head_correlations", "plot_head_types", "plot_rollout"),
+    "knockout": ("plot_knockout_effects",),
+    "maps": (
+        "attention_figure",
+        "causal_masked",
+        "plot_attention_maps",
+        "plot_cosine_and_attention",
+        "thesis_layers",
+    ),
+    "spectra": ("plot_base_alignment", "plot_squared_singular_values", "spectra_figures"),
+    "theory": ("plot_mp_density", "plot_slerp_kl", "theory_figures"),
+}
+"""Each public name's module. They load on first use (PEP 562), so the rule files read the
+figure stems (:mod:`.stems`) without importing matplotlib when the workflow is parsed."""
+_MODULE_OF = {name: module for module, names in _HOME.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+__all__ = sorted(_MODULE_OF)

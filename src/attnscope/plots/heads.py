@@ -1,5 +1,6 @@
-"""What heads do and where information flows: the head-type scores as layer × head heatmaps and
-the attention rollout of a store's prompts (no thesis figure; issue-tracked extensions)."""
+"""What heads do and where information flows: the head-type scores as layer × head heatmaps, the
+attention rollout of a store's prompts and the weight-behaviour correlations of the head table (no
+thesis figure: extensions)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,17 @@ from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from attnscope.headtypes import SCORES
+from attnscope.headtypes import SCORES, head_types
 from attnscope.plots.common import STYLE, _wrap
 from attnscope.rollout import PER_SHOT, QUERIES, SINK, SOURCES
-from attnscope.store import GENERATED, INSTRUCTION_SEGMENT, SHOT_CLUE, SHOT_WORD, TARGET, TEMPLATE
+from attnscope.store import (
+    GENERATED,
+    INSTRUCTION_SEGMENT,
+    SHOT_CLUE,
+    SHOT_WORD,
+    TARGET,
+    TEMPLATE,
+)
 
 SCORE_LABELS = {
     "previous_token": "previous-token score",
@@ -39,6 +47,7 @@ def plot_head_types(table: pd.DataFrame, threshold: float, title: str) -> Figure
 
     ``table``: :func:`attnscope.headtypes.head_types_table`, one row per layer × head."""
     num_layers, num_heads = table["layer"].max() + 1, table["head"].max() + 1
+    types = head_types(table, threshold)
     with mpl.rc_context(STYLE):
         width = 1.2 + len(SCORES) * (0.9 + 0.18 * num_heads)
         fig = Figure(figsize=(width, 1.6 + 0.16 * num_layers), layout="constrained")
@@ -47,7 +56,7 @@ def plot_head_types(table: pd.DataFrame, threshold: float, title: str) -> Figure
             grid = np.full((num_layers, num_heads), np.nan)
             grid[table["layer"], table["head"]] = table[score]
             image = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto", origin="upper")
-            typed = table[table["head_type"] == score]
+            typed = table[types == score]
             ax.plot(typed["head"], typed["layer"], "o", ms=3, color="white", mec="black", mew=0.5)
             ax.set_title(SCORE_LABELS[score])
             ax.set_xlabel("head")

@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 
 from attnscope.matrices import ATTENTION_TYPES, MLP_TYPES
 from attnscope.plots.common import STYLE, _wrap, variant_color
+from attnscope.plots.stems import SPECTRA_FIGURES
 
 
 def plot_squared_singular_values(
@@ -116,10 +117,11 @@ def spectra_figures(
     random_variant: str,
     notes: Sequence[str],
 ) -> dict[str, Figure]:
-    """The four spectra figures of a model, by file name: squared singular values at random init
-    (thesis fig. A.19, ``random_variant``), learned attention (A.20) and MLP (A.21) matrices
-    against the band of every random init seed, and the base alignment (A.22). ``trained`` and
-    each of ``randoms`` (variant → its matrices) map a matrix type to its σ² [layer, i]."""
+    """The four spectra figures of a model, by file stem (:data:`SPECTRA_FIGURES`): squared
+    singular values at random init (thesis fig. A.19, ``random_variant``), learned attention (A.20)
+    and MLP (A.21) matrices against the band of every random init seed, and the base alignment
+    (A.22). ``trained`` and each of ``randoms`` (variant → its matrices) map a matrix type to its
+    σ² [layer, i]."""
 
     def pick(values: Mapping[str, np.ndarray], matrices: Sequence[str]) -> dict[str, np.ndarray]:
         return {m: values[m] for m in matrices if m in values}
@@ -129,15 +131,15 @@ def spectra_figures(
     band = {m: np.concatenate([np.asarray(r[m]) for r in randoms.values()]) for m in random}
     seeds = f"{len(randoms)} init seed{'s' if len(randoms) > 1 else ''}"
     band_label = f"random init ({seeds} × layers: range)"
-    return {
-        "spectra_random": plot_squared_singular_values(
+    figures = (
+        plot_squared_singular_values(
             pick(random, ATTENTION_TYPES + MLP_TYPES),
             edges,
             f"{model} · {random_variant}: squared singular values at random init, every layer "
             "(thesis fig. A.19)",
             label=random_variant,
         ),
-        "spectra_attention": plot_squared_singular_values(
+        plot_squared_singular_values(
             pick(trained, ATTENTION_TYPES),
             edges,
             f"{model} · trained vs random init ({seeds}): attention weights W_q, W_k, W_v, W_o "
@@ -145,7 +147,7 @@ def spectra_figures(
             reference=pick(band, ATTENTION_TYPES),
             reference_label=band_label,
         ),
-        "spectra_mlp": plot_squared_singular_values(
+        plot_squared_singular_values(
             pick(trained, MLP_TYPES),
             edges,
             f"{model} · trained vs random init ({seeds}): MLP weights W_gate, W_up, W_down "
@@ -153,7 +155,8 @@ def spectra_figures(
             reference=pick(band, MLP_TYPES),
             reference_label=band_label,
         ),
-        "base_alignment": plot_base_alignment(
+        plot_base_alignment(
             alignment, f"{model}: base alignment Tr(W_qᵀW_k) against random init (thesis fig. A.22){note}"
         ),
-    }
+    )
+    return dict(zip(SPECTRA_FIGURES, figures, strict=True))

@@ -338,7 +338,8 @@ function drawCurves(curves, head, what) {
 }
 
 function headBlock(answer) {
-  // a head's type scores and its row of the head table, each as its file has it, or what is absent
+  // a head's type (the head table types the scores at heads.threshold) and type scores, and its
+  // row of the head table, each as its file has it, or what is absent
   const format = (v) => (typeof v === "number" && !Number.isInteger(v) ? v.toPrecision(4) : String(v ?? "–"));
   const block = document.createElement("div");
   block.className = "head";
@@ -347,9 +348,9 @@ function headBlock(answer) {
   title.textContent = `${storeById(answer.store).variant}: layer ${answer.layer}, head ${answer.head}`;
   const types = document.createElement("p");
   types.className = "types";
-  const scores = Object.entries(answer.types.row ?? {}).filter(([k]) => !["layer", "head", "head_type"].includes(k));
+  const scores = Object.entries(answer.types.row ?? {}).filter(([k]) => !["layer", "head"].includes(k));
   types.textContent = answer.types.row
-    ? `head type: ${answer.types.row.head_type}; ` + scores.map(([k, v]) => `${k} ${format(v)}`).join(", ")
+    ? `head type: ${format(answer.table.row?.head_type)}; ` + scores.map(([k, v]) => `${k} ${format(v)}`).join(", ")
     : answer.types.note;
   block.append(title, types);
   if (!answer.table.row) {
