@@ -432,6 +432,41 @@ def explorer(r: Result) -> list[str]:
     return table(rows)
 
 
+def kernels(r: Result) -> list[str]:
+    first, second = r["capabilities"]
+    rows = [
+        Row(
+            f"generated clues that differ (`{second}` against `{first}`)",
+            f"{r['clues_that_differ']} of {r['clues']}",
+            "0",
+            r["clues_that_differ"] == 0,
+        )
+    ]
+    for name, columns in r["tables"].items():
+        if columns == "identical":
+            rows.append(Row(f"`{name}`", "byte-identical"))
+            continue
+        moved = ", ".join(
+            f"{column} ({c['rows']} rows" + (f", ≤ {c['max_abs']:.1g})" if "max_abs" in c else ")")
+            for column, c in columns.items()
+        )
+        rows.append(Row(f"`{name}`: columns that differ", moved or "none (metadata only)"))
+    by_array: dict[str, list[dict]] = {}
+    for path, found in r["arrays_that_differ"].items():
+        by_array.setdefault(path.rsplit("/", 1)[-1], []).append(found)
+    for array, found in sorted(by_array.items()):
+        elements, of = sum(f["elements"] for f in found), sum(f["of"] for f in found)
+        steps = max((f.get("max_float16_steps", 0) for f in found), default=0)
+        size = max(f["max_abs"] for f in found)
+        rows.append(
+            Row(
+                f"`{array}` arrays: elements that differ",
+                f"{elements} of {of} (≤ {size:.1g}" + (f", ≤ {steps} float16 steps)" if steps else ")"),
+            )
+        )
+    return table(rows)
+
+
 SECTIONS: dict[str, tuple[str, str, Callable[[Result], list[str]]]] = {
     "workflow": (
         "The default workflow",
@@ -478,6 +513,13 @@ SECTIONS: dict[str, tuple[str, str, Callable[[Result], list[str]]]] = {
         "The analysis choices of one Mistral-7B-shaped synthetic prompt, layers in chunks against "
         "all at once.",
         choices,
+    ),
+    "kernels": (
+        "Other CPUs' kernels",
+        "One experiment's clues, store and metrics and the trained spectra of the default config, "
+        "run cold under two `ATEN_CPU_CAPABILITY` values on one machine and compared file by file "
+        "([attention.md](attention.md#reproducibility-what-holds-where) says what holds where).",
+        kernels,
     ),
     "explorer": (
         "Explorer",
