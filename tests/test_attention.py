@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import google_crc32c
@@ -679,6 +680,19 @@ def test_choices_in_chunks_of_layers_are_the_same(llama_store, tiny_llama, monke
         together = zarr.open_group(path, mode="r")[group]["choices"][...]
         alone = zarr.open_group(one, mode="r")[group]["choices"][...]
         np.testing.assert_allclose(alone, together, rtol=1e-5, atol=1e-9)
+
+
+def test_a_finished_stores_snakemake_timestamp_is_not_a_zarr_node(llama_store, tmp_path):
+    """Snakemake marks a finished directory output with a hidden ``.snakemake_timestamp``: the
+    reader lists no such node (zarr would warn that it is no part of the hierarchy)."""
+    path = shutil.copytree(llama_store[0], tmp_path / "done.zarr")
+    (path / ".snakemake_timestamp").touch()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tree = attnscope.open_attention(path)
+    assert sorted(tree.children) == ["000", "001"]
+    with pytest.warns(UserWarning, match="snakemake_timestamp"):  # the check can fail: zarr's own listing
+        dict(zarr.open_group(path, mode="r").members())
 
 
 def test_loader_coordinates_match_the_prompt_table(llama_store):

@@ -107,6 +107,13 @@ class StrictStore(zarr.storage.WrapperStore):
         for key, prototype, byte_range in requests:
             yield key, await self.get(key, prototype, byte_range)
 
+    async def list_dir(self, prefix: str):  # noqa: ANN201 (zarr's signature)
+        """The entries under ``prefix`` except hidden files: no Zarr name starts with a dot, and
+        Snakemake marks a finished directory output with its ``.snakemake_timestamp``."""
+        async for name in self._store.list_dir(prefix):
+            if not name.startswith("."):
+                yield name
+
     def _inner_chunks_of(self, key: str) -> int | None:
         """:attr:`inner` of the array that holds chunk ``key``: the nearest folder above it whose
         ``zarr.json`` was read (arrays are leaves; any chunk key encoding)."""
