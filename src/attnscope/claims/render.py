@@ -14,6 +14,7 @@ from attnscope.evidence import Evidence
 from attnscope.io import markdown_table
 from attnscope.stats import Interval
 from attnscope.verdicts import CLAIM_VERDICTS as VERDICTS
+from attnscope.verdicts import not_replicated_on
 
 
 def measured_on(ev: Evidence) -> str:
@@ -31,7 +32,7 @@ def measured_on(ev: Evidence) -> str:
             ""
             if ev.thesis_model
             else f" Claims the thesis made about Mistral-7B that this model does not show read "
-            f"*not replicated on {ev.model}*, not contradicted."
+            f"*{not_replicated_on(ev.model)}*, not contradicted."
         )
     )
 

@@ -23,7 +23,7 @@ from attnscope.claims.tables import DEFAULT_BANDS, THESIS_CHOICE, band_name
 from attnscope.evidence import Evidence
 from attnscope.matrices import FORMS
 from attnscope.store import VALUE_WEIGHTED
-from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED
+from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED, not_replicated_on
 
 
 def settings(claim: Claim, ev: Evidence, bands: Sequence[str | int]) -> list[Setting]:
@@ -48,7 +48,7 @@ def settings(claim: Claim, ev: Evidence, bands: Sequence[str | int]) -> list[Set
 
 def _verdict_on(ev: Evidence, verdict: str) -> str:
     """A contradicted claim about Mistral-7B is *not replicated* on another model."""
-    return verdict if ev.thesis_model or verdict != CONTRADICTED else f"not replicated on {ev.model}"
+    return verdict if ev.thesis_model or verdict != CONTRADICTED else not_replicated_on(ev.model)
 
 
 @dataclass
