@@ -52,9 +52,9 @@ from attnscope import generation, models, prompts, variants
 from attnscope.store import INSTRUCTION_SEGMENT, SHOT_CLUE, SHOT_WORD, TARGET
 
 TARGET_KEYS = {
-    "target-shotwords": SHOT_WORD,
-    "target-shotclues": SHOT_CLUE,
-    "target-instruction": INSTRUCTION_SEGMENT,
+    variants.TARGET_SHOTWORDS: SHOT_WORD,
+    variants.TARGET_SHOTCLUES: SHOT_CLUE,
+    variants.TARGET_INSTRUCTION: INSTRUCTION_SEGMENT,
 }
 """The key segment of each ``target-*`` edge set."""
 
@@ -115,9 +115,9 @@ def named_edges(annotation: prompts.Annotation, n_prompt: int, edges: str) -> Bl
             raise ValueError(f"knockout {edges}: the prompt has no {TARGET} token")
         continuation = segment == TARGET_KEYS[edges]
         prompt = (np.arange(n_prompt) >= targets[0])[:, None] & continuation[None, :]
-    elif edges == "across-shots":
+    elif edges == variants.ACROSS_SHOTS:
         prompt = (shot[:, None] > shot[None, :]) & (shot[None, :] > 0)
-    elif edges == "clue-ownword":
+    elif edges == variants.CLUE_OWNWORD:
         own_shot = (shot[:, None] == shot[None, :]) & (shot[:, None] > 0)
         prompt = (segment[:, None] == SHOT_CLUE) & (segment[None, :] == SHOT_WORD) & own_shot
     else:

@@ -43,7 +43,12 @@ _NUMBER = r"(?:\d+(?:\.\d+)?|\.\d+)"
 _RANGE = r"-L(?P<first>\d+)-(?P<last>\d+)"
 _LAYERS = rf"(?:{_RANGE})?"
 # The edge sets of a knockout (attnscope.knockout builds them; kept here so names parse without torch).
-EDGE_SETS = ("target-shotwords", "target-shotclues", "target-instruction", "across-shots", "clue-ownword")
+TARGET_SHOTWORDS = "target-shotwords"
+TARGET_SHOTCLUES = "target-shotclues"
+TARGET_INSTRUCTION = "target-instruction"
+ACROSS_SHOTS = "across-shots"
+CLUE_OWNWORD = "clue-ownword"
+EDGE_SETS = (TARGET_SHOTWORDS, TARGET_SHOTCLUES, TARGET_INSTRUCTION, ACROSS_SHOTS, CLUE_OWNWORD)
 _EDGES = "|".join(EDGE_SETS)
 PATTERNS = {
     "trained": re.compile(r"trained"),
