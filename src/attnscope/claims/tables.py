@@ -13,6 +13,7 @@ import pandas as pd
 
 from attnscope import stats
 from attnscope import variants as variant_names
+from attnscope.effects import PROMPT_KEYS
 from attnscope.stats import Interval
 
 THESIS_CHOICE = "words"
@@ -66,7 +67,8 @@ class PromptTable:
         return stats.cluster_interval(self.values, self.targets, of_columns)
 
 
-PROMPT_KEYS = ["experiment", "prompt_index", "target"]
+PROMPT_TARGET_KEYS = [*PROMPT_KEYS, "target"]
+"""A prompt's keys and its target word, the cluster the bootstrap resamples."""
 
 
 def prompt_table(
@@ -78,7 +80,9 @@ def prompt_table(
         rows = rows[rows["choice"] == choice]
     if rows.empty:
         return None
-    wide = rows.set_index(["variant", *PROMPT_KEYS, "layer"])[list(metrics)].unstack("layer").sort_index()
+    wide = (
+        rows.set_index(["variant", *PROMPT_TARGET_KEYS, "layer"])[list(metrics)].unstack("layer").sort_index()
+    )
     num_layers = wide.columns.get_level_values("layer").nunique()
     seeds = rows.drop_duplicates(["variant", "seed"])
     return PromptTable(
