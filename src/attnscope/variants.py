@@ -62,13 +62,14 @@ PATTERNS = {
 }
 # For the Snakefile's wildcard_constraints: the same forms, without named groups.
 WILDCARD_REGEX = "|".join(re.sub(r"\(\?P<\w+>", "(?:", p.pattern) for p in PATTERNS.values())
-FORMS = (
+VARIANT_FORMS = (
     "trained, random-s<seed> (e.g. random-s0), qkscale-a<alpha> (e.g. qkscale-a2, qkscale-a0.5), "
     "qktop-r<r>-a<alpha> (e.g. qktop-r8-a2), qkflat; the last three optionally with a layer range "
     "-L<first>-<last> (e.g. qkscale-a2-L0-9); knockout-<edges>-L<first>-<last> (e.g. "
     "knockout-target-shotwords-L0-5) and its random control knockout-control-<edges>-s<seed>-L<first>-<last> "
     f"(e.g. knockout-control-target-shotwords-s0-L0-5), <edges> one of {', '.join(EDGE_SETS)}"
 )
+"""The forms of a variant name, as the error for a name of none of them lists them."""
 
 CONTROL_PREFIX = "control-"
 EDGE_CHOICES = (*EDGE_SETS, *(CONTROL_PREFIX + e for e in EDGE_SETS))
@@ -135,7 +136,7 @@ def parse(name: str) -> Variant:
         )
     if _NEGATIVE_ALPHA.fullmatch(name):
         raise ValueError(_ALPHA.format(name=name))
-    raise ValueError(f"unknown variant {name!r}; expected one of: {FORMS}")
+    raise ValueError(f"unknown variant {name!r}; expected one of: {VARIANT_FORMS}")
 
 
 def windows(options: Mapping[str, Any], num_layers: int) -> list[tuple[int, int]]:
