@@ -12,7 +12,7 @@ import pandas as pd
 
 from attnscope import stats
 from attnscope.claims.records import Result, Setting, Thresholds, equivalence_of, not_measured, verdict_of
-from attnscope.claims.tables import (
+from attnscope.claims.views import (
     PromptTable,
     band_mean,
     layer_bands,

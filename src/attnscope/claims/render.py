@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from attnscope import report
-from attnscope.claims.tables import random_variants
+from attnscope.claims.views import random_variants
 from attnscope.evidence import Evidence
 from attnscope.io import markdown_table
 from attnscope.stats import Interval

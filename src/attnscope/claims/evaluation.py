@@ -19,7 +19,7 @@ from attnscope.claims.records import (
     Thresholds,
 )
 from attnscope.claims.registry import CLAIMS
-from attnscope.claims.tables import DEFAULT_BANDS, THESIS_CHOICE, band_name
+from attnscope.claims.views import DEFAULT_BANDS, THESIS_CHOICE, band_name
 from attnscope.evidence import Evidence
 from attnscope.matrices import FORMS
 from attnscope.store import VALUE_WEIGHTED
