@@ -31,7 +31,7 @@ inclusive), e.g. ``qkscale-a2-L0-9``; without it they edit every layer.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -137,6 +137,12 @@ def parse(name: str) -> Variant:
     if _NEGATIVE_ALPHA.fullmatch(name):
         raise ValueError(_ALPHA.format(name=name))
     raise ValueError(f"unknown variant {name!r}; expected one of: {VARIANT_FORMS}")
+
+
+def random_variants(names: Iterable[str]) -> list[str]:
+    """Every random-init variant (random-s<seed>) of ``names``: their seeds are replicates of one
+    init, so the claims, the evidence and the spectra figures take them together."""
+    return [n for n in names if parse(n).kind == "random"]
 
 
 def windows(options: Mapping[str, Any], num_layers: int) -> list[tuple[int, int]]:

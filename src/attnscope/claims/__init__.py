@@ -27,7 +27,7 @@ from attnscope.claims.records import (
 )
 from attnscope.claims.registry import CLAIMS
 from attnscope.claims.render import claims_html, claims_markdown, measured_on
-from attnscope.claims.views import DEFAULT_BANDS, THESIS_CHOICE, pick_variant, random_variants
+from attnscope.claims.views import DEFAULT_BANDS, THESIS_CHOICE, pick_variant
 from attnscope.verdicts import CLAIM_VERDICTS as VERDICTS
 from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED, SUPPORTED
 
@@ -51,7 +51,6 @@ __all__ = [
     "evaluate",
     "measured_on",
     "pick_variant",
-    "random_variants",
     "robustness",
     "settings",
 ]

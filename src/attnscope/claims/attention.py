@@ -19,11 +19,11 @@ from attnscope.claims.views import (
     paired_table,
     pick_variant,
     prompt_table,
-    random_variants,
 )
 from attnscope.evidence import Evidence
 from attnscope.stats import Interval
 from attnscope.store import HEAD_MEAN
+from attnscope.variants import random_variants
 from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED, SUPPORTED
 
 METRIC_NAMES = {"row_entropy": "normalised entropy", "self_mass": "self mass"}

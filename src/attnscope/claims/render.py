@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 
 from attnscope import report
-from attnscope.claims.views import random_variants
 from attnscope.evidence import Evidence
 from attnscope.io import markdown_table
 from attnscope.stats import Interval
+from attnscope.variants import random_variants
 from attnscope.verdicts import CLAIM_VERDICTS as VERDICTS
 from attnscope.verdicts import not_replicated_on
 

@@ -135,8 +135,3 @@ def pick_variant(
         distance = abs(np.log(v.alpha / target)) if target and v.alpha else 0.0
         candidates.append((distance, name))
     return min(candidates)[1] if candidates else None
-
-
-def random_variants(names: Iterable[str]) -> list[str]:
-    """Every random-init variant (random-s<seed>): their seeds are replicates of one init."""
-    return [n for n in names if variant_names.parse(n).kind == "random"]
