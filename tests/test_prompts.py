@@ -340,6 +340,18 @@ def notebook_groups(tokens: list[str], drawn: list[int], words: list[str]) -> li
     return groups
 
 
+def thesis_tokens(annotation: prompts.Annotation) -> list[int]:
+    """The tokens the thesis's figures draw, from the annotation's labels: the shots' words and
+    clues (their punctuation too), the target, and the words the format adds in those turns
+    ("Word"); never the chat template, the instruction, ":" or the end marker."""
+    kept = (prompts.SHOT_WORD, prompts.SHOT_CLUE, prompts.TARGET)
+    return [
+        t
+        for t, (segment, word) in enumerate(zip(annotation.token_segment, annotation.thesis_token_word))
+        if segment in kept or word >= 0
+    ]
+
+
 def test_thesis_convention_is_the_notebooks_selection_and_grouping(tiny_mistral):
     from attnscope.prepared import CHAT_TEMPLATES
 
@@ -349,10 +361,10 @@ def test_thesis_convention_is_the_notebooks_selection_and_grouping(tiny_mistral)
     shots = [*THESIS_SHOTS[:2], ("Platypus", "Duck-billed, egg-laying mammal.")]
     _, ann = thesis_prompt(thesis, shots, fmt=NOTEBOOK_FORMAT)
     drawn = notebook_selection(ann.tokens)
-    assert prompts.thesis_tokens(ann) == drawn
+    assert thesis_tokens(ann) == drawn
     # Written down from running the notebook's logic by hand on the thesis's example prompt.
     _, example = thesis_prompt(thesis, fmt=NOTEBOOK_FORMAT)
-    assert [example.tokens[t] for t in prompts.thesis_tokens(example)] == [
+    assert [example.tokens[t] for t in thesis_tokens(example)] == [
         "▁Word", "▁Par", "rot", "M", "im", "ics", "▁you", ",", "▁but", "▁doesn", "'", "t", "▁understand",
         ".", "▁Word", "▁Butter", "fly", "Fl", "ut", "ters", "▁by", ",", "▁color", "fully", ".", "▁Word",
         "▁Sal", "mon", "J", "umps", "▁up", "stream", ",", "▁but", "▁never", "▁down", ".", "▁Word", "▁Ant",
@@ -370,4 +382,4 @@ def test_thesis_convention_is_the_notebooks_selection_and_grouping(tiny_mistral)
     assert ann.thesis_token_word[hyphen] == -1 and hyphen in drawn, "the '-' is drawn but in no word"
     # With the mistral-v1 template the notebook finds no "Ok" token and draws nothing.
     _, v1 = thesis_prompt(tokenizer, fmt=NOTEBOOK_FORMAT)
-    assert notebook_selection(v1.tokens) == [] and prompts.thesis_tokens(v1) != []
+    assert notebook_selection(v1.tokens) == [] and thesis_tokens(v1) != []
