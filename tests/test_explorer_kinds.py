@@ -1,8 +1,9 @@
 """The explorer's map kinds and head rows: the attention rollout (against explicit matrix products
 of the stored head-mean maps), the value-weighted maps (against the arrays written; a store
 without them says the kind is unavailable), a head's row of the heads jobs' Parquet tables, and the
-page switching kinds in headless Chromium. The stores are copies of the tiny Mistral's
-(``tests.test_explorer.results``) given synthetic head-mean maps and value-weighted arrays here."""
+page switching kinds in headless Chromium. The stores are copies of the tiny Mistral's (the
+fixture ``results`` of tests/conftest.py) given synthetic head-mean maps and value-weighted arrays
+here."""
 
 from __future__ import annotations
 
@@ -18,11 +19,7 @@ from attnscope import headtable, headtypes, paths, store
 from attnscope.explorer import StoreReader, reader
 from attnscope.explorer.reader import ByteLRU, NotFound
 from attnscope.rollout import extend_rollout, rollout_rows
-from tests import test_explorer
-from tests.test_explorer import MODEL, Page, browser, plotted, store_id, store_path
-from tests.test_explorer_faults import json_error, request, serving
-
-results = test_explorer.results  # the fixture: the tiny Mistral's stores of two variants
+from tests.helpers import MODEL, Page, browser, json_error, plotted, request, serving, store_id, store_path
 
 NUM_HEADS, NUM_LAYERS = 4, 2  # tiny-mistral's (tests/configs/tiny-models.yaml)
 TRAINED, OLD = store_id("trained"), store_id("qkscale-a2")  # OLD: a store without value maps

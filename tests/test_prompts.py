@@ -7,6 +7,7 @@ from mistral_common.protocol.instruct.request import ChatCompletionRequest
 from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
 
 from attnscope import prompts
+from tests.helpers import NOTEBOOK_FORMAT, notebook_groups, notebook_selection
 
 THESIS_SHOTS = [
     ("Parrot", "Mimics you, but doesn't understand."),
@@ -302,42 +303,6 @@ def test_mistral_thesis_template_gives_the_notebooks_ids(tiny_mistral):
     start = ann.token_segment.index(prompts.SHOT_CLUE)
     assert ann.tokens[start - 1 : start + 3] == ["]", "M", "im", "ics"]
     assert len(ann.input_ids) == 152
-
-
-# The thesis notebook's selection and grouping, re-implemented here from its description
-# (attention_maps_llm/language_generation_attention_patterns.ipynb), on token strings.
-NOTEBOOK_FORMAT = prompts.PromptFormat(acknowledgement="Ok!")  # the notebook's acknowledgement
-
-
-def notebook_selection(tokens: list[str]) -> list[int]:
-    """Once the acknowledgement token "Ok" has passed, a token is drawn while a ":" or "]"
-    came after the last "▁[", "#" or "</s>"; ":" and "]" themselves are never drawn."""
-    drawn, after_ok, open_ = [], False, False
-    for i, token in enumerate(tokens):
-        if token == "Ok":
-            after_ok, open_ = True, False
-        if token in (":", "]"):
-            open_ = True
-        elif token in ("▁[", "#", "</s>"):
-            open_ = False
-        elif after_ok and open_:
-            drawn.append(i)
-    return drawn
-
-
-def notebook_groups(tokens: list[str], drawn: list[int], words: list[str]) -> list[list[int]]:
-    """Drawn tokens (leading "▁" removed) spell the words in order; a token that is not the
-    next piece of the current word (",", "-") joins no word."""
-    groups, current, word, at = [], [], 0, 0
-    for i in drawn:
-        piece = tokens[i].removeprefix("▁")
-        if word < len(words) and piece == words[word][at : at + len(piece)]:
-            current.append(i)
-            at += len(piece)
-            if at == len(words[word]):
-                groups.append(current)
-                current, word, at = [], word + 1, 0
-    return groups
 
 
 def thesis_tokens(annotation: prompts.Annotation) -> list[int]:
