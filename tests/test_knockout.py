@@ -3,7 +3,6 @@ under a KV cache, on the Llama and Gemma 3 families."""
 
 from __future__ import annotations
 
-import re
 from contextlib import nullcontext
 
 import numpy as np
@@ -45,46 +44,6 @@ def captured(model, ids, kernel, blocker=None) -> list[torch.Tensor]:
     ):
         forward(model, ids, blocker)
     return [maps[layer] for layer in sorted(maps)]
-
-
-# --- the grammar ---
-
-
-def test_knockout_names_parse():
-    named = variants.parse("knockout-target-shotwords-L0-5")
-    assert (named.kind, named.edges, named.control, named.layers) == (
-        "knockout",
-        "target-shotwords",
-        False,
-        (0, 5),
-    )
-    control = variants.parse("knockout-control-across-shots-s3-L2-2")
-    assert (control.edges, control.control, control.seed, control.layers) == ("across-shots", True, 3, (2, 2))
-    assert named.knocks_out and not named.edits_weights
-    assert not variants.parse("qkscale-a2").knocks_out
-    pattern = re.compile(variants.WILDCARD_REGEX)  # the Snakefile's wildcard constraint
-    assert pattern.fullmatch(named.name) and pattern.fullmatch(control.name)
-    assert not pattern.fullmatch("knockout-control-across-shots-L2-2")
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        "knockout-target-shotwords",  # no layer range
-        "knockout-target-words-L0-1",  # no such edge set
-        "knockout-control-target-shotwords-L0-1",  # a control needs its seed
-        "knockout-target-shotwords-s0-L0-1",  # a named set has none
-        "knockout-control-s0-L0-1",
-    ],
-)
-def test_malformed_knockout_names_list_the_forms(name):
-    with pytest.raises(ValueError, match="expected one of.*knockout-<edges>-L<first>-<last>.*clue-ownword"):
-        variants.parse(name)
-
-
-def test_an_empty_layer_range_is_refused_in_a_name():
-    with pytest.raises(ValueError, match="'knockout-across-shots-L3-1'.*empty"):
-        variants.parse("knockout-across-shots-L3-1")
 
 
 def test_a_knockout_edits_no_weights_and_is_not_loaded_as_a_model(prepared_tiny_mistral):
