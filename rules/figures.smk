@@ -91,7 +91,7 @@ rule metric_curves_across_models:
         "../scripts/figures_metrics.py"
 
 
-RANDOM_SEEDS = [v for v in PLAN.spectra_variants if attnscope_variants.parse(v).kind == "random"]
+RANDOM_SEEDS = attnscope_variants.random_variants(PLAN.spectra_variants)
 """Every random-init variant whose spectra are taken: the band the learned spectra are drawn against."""
 
 

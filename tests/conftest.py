@@ -1,8 +1,10 @@
-"""Shared fixtures: tiny random models with real tokenizers, the sample clues, and the
-embedded SmolLM2 prepared once per session (integration tests only)."""
+"""Shared fixtures: tiny random models with real tokenizers, the sample clues, stores of them
+that several test files read, and the embedded SmolLM2 prepared once per session (integration
+tests only)."""
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import sys
@@ -12,7 +14,7 @@ import pytest
 import torch
 import yaml
 
-from attnscope import data, models
+from attnscope import attention, data, models, variants
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -160,3 +162,33 @@ def sample_clues():
     entries = yaml.safe_load((REPO / "config.yaml").read_text())["data"]["clue_files"]
     clues, _ = data.import_clues([{**e, "path": str(REPO / e["path"])} for e in entries])
     return clues
+
+
+@pytest.fixture(scope="module")
+def llama_store(tiny_llama, sample_clues, tmp_path_factory):
+    """The tiny Llama (SmolLM2 tokenizer) on two prompts with a clue appended; heads kept for Ant."""
+    from tests.helpers import clue_table, extract, prompt_table
+
+    model, tokenizer = tiny_llama
+    table = prompt_table(tokenizer, sample_clues)
+    path = tmp_path_factory.mktemp("llama") / "animals-k3.zarr"
+    extract(model, tokenizer, table, path, clue_table(table, tokenizer), keep_heads=["ant"])
+    return path, table
+
+
+@pytest.fixture(scope="module")
+def results(tiny_mistral, sample_clues, tmp_path_factory) -> Path:
+    """The explorer's results folder: the tiny Mistral's stores of two variants (different clues
+    appended; tests.helpers.store_path finds them)."""
+    from tests.helpers import CLUES, EXPERIMENT, MODEL, clue_table, prompt_table
+
+    model, tokenizer = tiny_mistral
+    table = prompt_table(tokenizer, sample_clues, targets=("Ant", "Bee", "Fox"))
+    out = tmp_path_factory.mktemp("explorer-results")
+    for name, clue in CLUES.items():
+        edited = copy.deepcopy(model)
+        variants.apply_edit(edited, variants.parse(name))
+        inputs = attention.prompt_inputs(table, tokenizer, clue_table(table, tokenizer, clue), ["ant", "fox"])
+        path = out / "attention" / MODEL / name / f"{EXPERIMENT}.zarr"
+        attention.extract(edited, inputs, path, {"config_digest": name}, progress=False)
+    return out

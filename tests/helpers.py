@@ -1,19 +1,444 @@
-"""Helpers shared by test files: a tiny config, a Snakemake run in a directory and the jobs a
-run plans; an attention store's arrays recomputed from its own maps, and float16 steps between maps."""
+"""What several test files share, in one place (no test file imports another): builders of
+prompts, stores and maps with known answers, an attention store's arrays recomputed from its own
+maps and float16 steps between maps, the explorer's server and page, and for the tests that run
+the workflow a tiny config, a Snakemake run in a directory and the jobs a run plans."""
 
 from __future__ import annotations
 
+import http.client
+import json
+import os
 import re
 import subprocess
+import threading
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import google_crc32c
 import numpy as np
+import pandas as pd
+import pytest
 import yaml
 import zarr
 from threadpoolctl import threadpool_limits
+from zarr.codecs import BloscCodec
 
-from attnscope import attention, choices, metrics, store
-from tests.conftest import snakemake_command, workflow_config
+from attnscope import attention, choices, chunks, metrics, prompts, store
+from attnscope.explorer import StoreReader, make_server
+from tests.conftest import REPO, snakemake_command, workflow_config
+
+# --- prompts, clue tables and attention stores of the tiny models ---
+
+
+CLUE = "Man's best friend, semi-aquatic.#"
+
+
+SPEC = {"category": "Animals", "k": 3, "seed": 0}
+
+
+def prompt_table(tokenizer, clues, targets=("Ant", "Bee"), spec=SPEC) -> pd.DataFrame:
+    return prompts.build_prompts(clues, "animals-k3", spec, list(targets), tokenizer)
+
+
+def clue_table(table: pd.DataFrame, tokenizer, text: str = CLUE) -> pd.DataFrame:
+    """A clue table as generate_clues writes it, every prompt 'generating' ``text`` and EOS."""
+    ids = tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id]
+    return pd.DataFrame(
+        {
+            "prompt_index": table["prompt_index"],
+            "prompt_id": table["prompt_id"],
+            "clue": text.split("#")[0],
+            "generated_ids": [ids] * len(table),
+        }
+    )
+
+
+def extract(model, tokenizer, table, path, clues=None, keep_heads="all", digest="test") -> Path:
+    inputs = attention.prompt_inputs(table, tokenizer, clues, keep_heads)
+    attention.extract(model, inputs, path, {"config_digest": digest}, progress=False)
+    return Path(path)
+
+
+# The thesis notebook's selection and grouping, re-implemented here from its description
+# (attention_maps_llm/language_generation_attention_patterns.ipynb), on token strings.
+NOTEBOOK_FORMAT = prompts.PromptFormat(acknowledgement="Ok!")  # the notebook's acknowledgement
+
+
+def notebook_selection(tokens: list[str]) -> list[int]:
+    """Once the acknowledgement token "Ok" has passed, a token is drawn while a ":" or "]"
+    came after the last "▁[", "#" or "</s>"; ":" and "]" themselves are never drawn."""
+    drawn, after_ok, open_ = [], False, False
+    for i, token in enumerate(tokens):
+        if token == "Ok":
+            after_ok, open_ = True, False
+        if token in (":", "]"):
+            open_ = True
+        elif token in ("▁[", "#", "</s>"):
+            open_ = False
+        elif after_ok and open_:
+            drawn.append(i)
+    return drawn
+
+
+def notebook_groups(tokens: list[str], drawn: list[int], words: list[str]) -> list[list[int]]:
+    """Drawn tokens (leading "▁" removed) spell the words in order; a token that is not the
+    next piece of the current word (",", "-") joins no word."""
+    groups, current, word, at = [], [], 0, 0
+    for i in drawn:
+        piece = tokens[i].removeprefix("▁")
+        if word < len(words) and piece == words[word][at : at + len(piece)]:
+            current.append(i)
+            at += len(piece)
+            if at == len(words[word]):
+                groups.append(current)
+                current, word, at = [], word + 1, 0
+    return groups
+
+
+# --- attention maps and prompt layouts built to have known answers ---
+
+
+def uniform_causal(n: int) -> np.ndarray:
+    """Row i attends uniformly to keys 0..i."""
+    return np.tril(np.ones((n, n))) / np.arange(1, n + 1)[:, None]
+
+
+def random_causal(rng: np.random.Generator, n: int, scale: float = 3.0) -> np.ndarray:
+    """A causal softmax map of random logits, rounded to float16 (so with ties and zeros)."""
+    logits = scale * rng.standard_normal((n, n)) + np.triu(np.full((n, n), -np.inf), 1)
+    a = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return (a / a.sum(axis=1, keepdims=True)).astype(np.float16)
+
+
+def k3_labels() -> tuple[list[str], np.ndarray]:
+    """Token segments and shots laid out like a k = 3 prompt: template, instruction, three
+    shots ("Word:" label, word, chat markers, clue, "#", chat markers), target, clue."""
+    segment, shot = ["template"] * 5 + ["instruction"] * 8, [0] * 13
+    for s in (1, 2, 3):
+        for seg, sh, count in [
+            ("template", s, 2),
+            ("shot_word", s, 2),
+            ("template", 0, 3),
+            ("shot_clue", s, 5),
+            ("template", s, 1),
+            ("template", 0, 3),
+        ]:
+            segment += [seg] * count
+            shot += [sh] * count
+    for seg, count in [("target", 1), ("template", 3), ("generated", 4)]:
+        segment += [seg] * count
+        shot += [0] * count
+    return segment, np.array(shot)
+
+
+def shot_labels(clue_lengths: tuple[int, ...] = (16, 25, 18, 30)) -> tuple[list[str], np.ndarray]:
+    """Token segments and shots of a prompt with one shot per clue length, laid out like a chat
+    prompt (template, instruction; per shot: chat markers, "Word:" label, word, markers, clue,
+    "#", markers; target, generated clue). Clues this long and this varied put own- and
+    other-shot keys of the same segments at equal distances, so the boundary drop is defined."""
+    segment, shot = ["template"] * 5 + ["instruction"] * 20 + ["template"] * 4, [0] * 29
+    for s, clue in enumerate(clue_lengths, start=1):
+        for seg, sh, count in [
+            ("template", 0, 3),
+            ("template", s, 2),
+            ("shot_word", s, 1 + s % 2),
+            ("template", 0, 5),
+            ("shot_clue", s, clue),
+            ("template", s, 1),
+            ("template", 0, 2),
+        ]:
+            segment += [seg] * count
+            shot += [sh] * count
+    for seg, count in [("template", 5), ("target", 2), ("template", 5), ("generated", 8)]:
+        segment += [seg] * count
+        shot += [0] * count
+    return segment, np.array(shot)
+
+
+def row_stochastic(weights: np.ndarray) -> np.ndarray:
+    """Causal rows of ``weights`` normalised to sum 1."""
+    w = np.tril(weights)
+    return w / w.sum(axis=1, keepdims=True)
+
+
+def locality(n: int, tau: float) -> np.ndarray:
+    distance = np.arange(n)[:, None] - np.arange(n)[None, :]
+    return np.exp(-np.clip(distance, 0, None) / tau)
+
+
+def shot_maps(segment: list[str], shot: np.ndarray) -> dict[str, np.ndarray]:
+    """Maps built to have, or to lack, attention within shots: pure locality; locality with
+    across-shot keys × 0.2 (a real boundary); every shot word × 3, whichever shot it is in (a
+    shot-blind segment preference); across-shot keys × 5 (attention mostly across shots)."""
+    weights = locality(len(segment), tau=8.0)
+    across = (shot[:, None] >= 1) & (shot[None, :] >= 1) & (shot[:, None] != shot[None, :])
+    word = np.array(segment) == "shot_word"
+    return {
+        name: row_stochastic(w)
+        for name, w in {
+            "locality": weights,
+            "boundary": np.where(across, 0.2 * weights, weights),
+            "shot words": weights * np.where(word[None, :], 3.0, 1.0),
+            "across": np.where(across, 5.0 * weights, weights),
+        }.items()
+    }
+
+
+# --- knockout effects ---
+
+
+def synthetic(
+    effect: dict[str, float], prompts_per_target: int = 2, targets: int = 12, seed: int = 0
+) -> pd.DataFrame:
+    """Per-prompt rows of each knockout (name → mean Δ per token), noise shared per prompt."""
+    rng = np.random.default_rng(seed)
+    shared = rng.normal(0, 0.05, targets * prompts_per_target)
+    rows = []
+    for name, mean in effect.items():
+        noise = rng.normal(0, 0.02, len(shared))
+        for i, base in enumerate(shared):
+            delta = mean + base + noise[i]
+            rows.append(
+                {"variant": name, "experiment": "animals-k3", "prompt_index": i,
+                 "target": f"t{i // prompts_per_target}", "delta_token": delta, "delta_total": 4 * delta,
+                 "chrf": 50.0 + i, "exact_match": float(i % 2), "end_marker": 1.0}
+            )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+# --- the explorer: the stores of `results` (conftest), a server, requests, the page in Chromium ---
+
+
+MODEL, EXPERIMENT = "tiny-mistral", "animals-k3"
+
+
+CLUES = {"trained": "Small and busy, it carries crumbs.#", "qkscale-a2": "Tiny worker.#"}
+
+
+def store_id(variant: str) -> str:
+    return f"{MODEL}/{variant}/{EXPERIMENT}"
+
+
+def plotted(group: zarr.Group) -> np.ndarray:
+    """The figures' plotted tokens (word segments), from the labels: the reference index."""
+    return np.flatnonzero(np.isin(group.attrs["token_segment"], store.WORD_SEGMENTS))
+
+
+def reference(results: Path, variant: str, group: str, level: str, layer: int, head: int) -> np.ndarray:
+    """The map read straight from the store with zarr."""
+    prompt = zarr.open_group(store_path(results, variant), mode="r")[group]
+    keep = np.ix_(plotted(prompt), plotted(prompt))
+    if level == "cosine":
+        return prompt["cosine"][...][keep]
+    if level == "token":
+        values = prompt["head_mean"][layer] if head == store.HEAD_MEAN else prompt["attn"][layer, head]
+        return values[keep]
+    return prompt[WORD_ARRAYS[level]][layer]
+
+
+WORD_ARRAYS = {
+    "word": "word_attn_sum",
+    "word_mean": "word_attn_mean_query",
+    "thesis_word": "thesis_word_attn_sum",
+}
+
+
+def store_path(results: Path, variant: str) -> Path:
+    return results / "attention" / MODEL / variant / f"{EXPERIMENT}.zarr"
+
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+
+
+def browser():
+    """Headless Debian Chromium driven by Debian's chromedriver (Selenium Manager never runs: the
+    driver's path is given), or a skip (a failure under ATTNSCOPE_CHROMIUM=1, as .ci/run sets)."""
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        missing.append("selenium (pip install selenium)")
+    if missing:
+        message = (
+            f"missing {', '.join(missing)} (apt-get install chromium chromium-driver; pip install selenium)"
+        )
+        if os.environ.get("ATTNSCOPE_CHROMIUM") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1600,1150"):
+        options.add_argument(argument)
+    return webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+
+
+class Page:
+    """The explorer page in a browser: views, their reads, hovered values, screenshots."""
+
+    def __init__(self, driver, explorer: StoreReader, url: str, shots: list[Path]):
+        self.driver, self.explorer, self.shots = driver, explorer, shots
+        self.ready = 0
+        driver.get(url)
+        self.wait()
+
+    def wait(self) -> None:
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        status = self.driver.find_element("id", "status")
+        WebDriverWait(self.driver, 30).until(lambda _: int(status.get_attribute("data-ready")) > self.ready)
+        self.ready = int(status.get_attribute("data-ready"))
+        problems = self.driver.find_element("id", "problems").text
+        assert problems == "", problems
+
+    def view(self, name: str, change) -> dict[str, int]:
+        """Make one change in the page, wait for its view, screenshot it; the reads it made."""
+        self.explorer.stats(reset=True)
+        change()
+        self.wait()
+        for folder in self.shots:
+            self.driver.save_screenshot(str(folder / f"explorer-{name}.png"))
+        return self.explorer.stats()
+
+    def select(self, element: str, value: str) -> None:
+        from selenium.webdriver.support.ui import Select
+
+        Select(self.driver.find_element("id", element)).select_by_value(value)
+
+    def mouse(self, panel: int, query: int, key: int, click: bool = False) -> None:
+        """Move the mouse (a real pointer event, through chromedriver) to the centre of a cell of
+        the ``panel``-th map, where the page drew it (``explorer.box``: its origin and cell size)."""
+        from selenium.webdriver import ActionChains
+
+        canvas = self.driver.find_elements("css selector", "#maps .map canvas")[panel]
+        box = self.driver.execute_script(
+            "return document.querySelectorAll('#maps .map')[arguments[0]].explorer.box;", panel
+        )
+        size = canvas.size  # offsets are from the element's centre
+        x = box["x0"] + (key + 0.5) * box["cw"] - size["width"] / 2
+        y = box["y0"] + (query + 0.5) * box["ch"] - size["height"] / 2
+        actions = ActionChains(self.driver).move_to_element_with_offset(canvas, round(x), round(y))
+        (actions.click() if click else actions).perform()
+
+    def hover(self, panel: int, query: int, key: int) -> dict[str, str]:
+        """Hover a cell: the page's hover line (``#hover``'s data) and the colour drawn there."""
+        self.mouse(panel, query, key)
+        hovered = self.driver.execute_script(
+            "return Object.assign({}, document.getElementById('hover').dataset);"
+        )
+        assert (hovered["query"], hovered["key"]) == (str(query), str(key)), hovered
+        return hovered
+
+    def pixel(self, panel: int, query: int, key: int) -> tuple[list[int], dict]:
+        """The RGB drawn at a cell's centre of the ``panel``-th map and the map's colour scale."""
+        return self.driver.execute_script(
+            "const div = document.querySelectorAll('#maps .map')[arguments[0]];"
+            " const {box, scale} = div.explorer;"
+            " const x = Math.floor(box.x0 + (arguments[2] + 0.5) * box.cw);"
+            " const y = Math.floor(box.y0 + (arguments[1] + 0.5) * box.ch);"
+            " const rgb = Array.from(div.querySelector('canvas').getContext('2d')"
+            ".getImageData(x, y, 1, 1).data).slice(0, 3);"
+            " return [rgb, {zmin: scale.zmin, zmax: scale.zmax}];",
+            panel,
+            query,
+            key,
+        )
+
+
+@contextmanager
+def serving(reader: StoreReader, host: str = "127.0.0.1") -> Iterator[tuple[str, int]]:
+    """(host, port) of a real server over ``reader`` on a free port, in a thread."""
+    httpd = make_server(reader, host, 0)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield host, httpd.server_address[1]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def request(
+    address: tuple[str, int], path: str, method: str = "GET", headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    """(status, headers, body) of one request; never raises on an HTTP error status."""
+    connection = http.client.HTTPConnection(*address, timeout=30)
+    try:
+        connection.request(method, path, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
+
+
+def json_error(status: int, headers: dict[str, str], body: bytes) -> str:
+    """The error of an answer that must be one: JSON ``{"error": text}``, no fabricated map."""
+    assert status >= 400, (status, body[:80])
+    assert headers["Content-Type"] == "application/json", headers
+    assert "X-Shape" not in headers
+    error = json.loads(body)["error"]
+    assert isinstance(error, str) and "\n" not in error and "Traceback" not in error
+    return error
+
+
+def shard(root: Path, variant: str, name: str, group: str = "000") -> Path:
+    return next((store_path(root, variant) / group / name).glob("c.*"))
+
+
+def punch_hole(path: Path, inner: int, entries: int) -> None:
+    """Mark inner chunk ``inner`` of a shard of ``entries`` inner chunks as never written in its
+    index (its checksum recomputed, so only the hole is wrong)."""
+    data = path.read_bytes()
+    index = np.frombuffer(data[-4 - 16 * entries : -4], dtype="<u8").copy().reshape(entries, 2)
+    index[inner] = chunks.EMPTY_INNER_CHUNK
+    crc = np.array(google_crc32c.value(index.tobytes()), dtype="<u4").tobytes()
+    path.write_bytes(data[: -4 - 16 * entries] + index.tobytes() + crc)
+
+
+# --- configs and stores of workflow runs ---
+
+
+def write_config(workdir: Path, config: dict) -> None:
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
+
+
+def example_config(name: str) -> dict:
+    """An example config from config/examples with its paths made absolute."""
+    config = yaml.safe_load((REPO / "config" / "examples" / f"{name}.yaml").read_text())
+    for entry in config["data"]["clue_files"]:
+        entry["path"] = str(REPO / entry["path"])
+    config["data"]["targets"] = {c: str(REPO / p) for c, p in config["data"]["targets"].items()}
+    return config
+
+
+def assert_same_zarr(a: Path, b: Path) -> None:
+    """Equal attributes, members, and arrays (dtype, shape, attributes, values) in two stores."""
+
+    def same(x: zarr.Group, y: zarr.Group, where: str) -> None:
+        assert dict(x.attrs) == dict(y.attrs), f"{where}: attributes differ"
+        assert sorted(x.array_keys()) == sorted(y.array_keys()), f"{where}: arrays differ"
+        assert sorted(x.group_keys()) == sorted(y.group_keys()), f"{where}: groups differ"
+        for name in x.array_keys():
+            u, v = x[name], y[name]
+            assert (u.dtype, u.shape) == (v.dtype, v.shape), f"{where}/{name}: dtype or shape differ"
+            assert dict(u.attrs) == dict(v.attrs), f"{where}/{name}: attributes differ"
+            assert np.array_equal(u[...], v[...], equal_nan=True), f"{where}/{name}: values differ"
+        for name in x.group_keys():
+            same(x[name], y[name], f"{where}/{name}")
+
+    with warnings.catch_warnings():  # Snakemake's marker in directory() outputs is no Zarr member
+        warnings.filterwarnings("ignore", message="Object at .snakemake_timestamp")
+        same(zarr.open_group(a, mode="r"), zarr.open_group(b, mode="r"), str(a))
+
+
+def compressor(dtype: str) -> BloscCodec:
+    """The store's codec, its typesize matched to ``dtype``."""
+    return BloscCodec(
+        cname="zstd", clevel=1, shuffle="shuffle", typesize=np.dtype(dtype).itemsize, blocksize=4 << 20
+    )
+
 
 REPORT_AFTER_RUN = ("--report", "results/report.html", "--report-after-run")
 """Snakemake's HTML report of the run, written after it (README: the documented command)."""

@@ -25,33 +25,15 @@ from threadpoolctl import threadpool_limits
 import attnscope
 from attnscope import architecture, attention, capture, choices, metrics, models, prompts, store
 from tests.conftest import REPO
-from tests.helpers import assert_derived_from_its_maps, derived_arrays, float16_steps
-
-CLUE = "Man's best friend, semi-aquatic.#"
-SPEC = {"category": "Animals", "k": 3, "seed": 0}
-
-
-def prompt_table(tokenizer, clues, targets=("Ant", "Bee"), spec=SPEC) -> pd.DataFrame:
-    return prompts.build_prompts(clues, "animals-k3", spec, list(targets), tokenizer)
-
-
-def clue_table(table: pd.DataFrame, tokenizer, text: str = CLUE) -> pd.DataFrame:
-    """A clue table as generate_clues writes it, every prompt 'generating' ``text`` and EOS."""
-    ids = tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id]
-    return pd.DataFrame(
-        {
-            "prompt_index": table["prompt_index"],
-            "prompt_id": table["prompt_id"],
-            "clue": text.split("#")[0],
-            "generated_ids": [ids] * len(table),
-        }
-    )
-
-
-def extract(model, tokenizer, table, path, clues=None, keep_heads="all", digest="test") -> Path:
-    inputs = attention.prompt_inputs(table, tokenizer, clues, keep_heads)
-    attention.extract(model, inputs, path, {"config_digest": digest}, progress=False)
-    return Path(path)
+from tests.helpers import (
+    SPEC,
+    assert_derived_from_its_maps,
+    clue_table,
+    derived_arrays,
+    extract,
+    float16_steps,
+    prompt_table,
+)
 
 
 def reference_attentions(model, ids) -> np.ndarray:
@@ -64,16 +46,6 @@ def reference_attentions(model, ids) -> np.ndarray:
 def assert_float16_equal(stored: np.ndarray, reference: np.ndarray) -> None:
     """Equal to float16 precision: within half an ulp of float16 (plus its subnormal step)."""
     np.testing.assert_allclose(stored.astype(np.float32), reference, rtol=2**-11, atol=2**-25)
-
-
-@pytest.fixture(scope="module")
-def llama_store(tiny_llama, sample_clues, tmp_path_factory):
-    """The tiny Llama (SmolLM2 tokenizer) on two prompts with a clue appended; heads kept for Ant."""
-    model, tokenizer = tiny_llama
-    table = prompt_table(tokenizer, sample_clues)
-    path = tmp_path_factory.mktemp("llama") / "animals-k3.zarr"
-    extract(model, tokenizer, table, path, clue_table(table, tokenizer), keep_heads=["ant"])
-    return path, table
 
 
 @pytest.mark.parametrize("fixture", ["tiny_llama", "tiny_mistral"])
@@ -938,9 +910,9 @@ def test_embedded_model_capture_equals_output_attentions(embedded_model_dir, sam
 
 def test_thesis_word_maps_are_the_notebooks_aggregation(tiny_mistral, sample_clues, tmp_path):
     """The stored thesis word map equals the notebook's aggregation (sum over each word pair's
-    token ranges, written in tests/test_prompts.py) of the stored head-mean map."""
+    token ranges, written in tests/helpers.py) of the stored head-mean map."""
     from attnscope.prepared import CHAT_TEMPLATES
-    from tests.test_prompts import NOTEBOOK_FORMAT, notebook_groups, notebook_selection
+    from tests.helpers import NOTEBOOK_FORMAT, notebook_groups, notebook_selection
 
     model, tokenizer = tiny_mistral
     thesis = tokenizer.__class__.from_pretrained(tokenizer.name_or_path)

@@ -12,59 +12,7 @@ import pandas as pd
 import pytest
 
 from attnscope import choices, io, metrics
-from tests.test_attention import llama_store  # noqa: F401 (fixture)
-from tests.test_metrics import random_causal, uniform_causal
-
-
-def k3_labels() -> tuple[list[str], np.ndarray]:
-    """Token segments and shots laid out like a k = 3 prompt: template, instruction, three
-    shots ("Word:" label, word, chat markers, clue, "#", chat markers), target, clue."""
-    segment, shot = ["template"] * 5 + ["instruction"] * 8, [0] * 13
-    for s in (1, 2, 3):
-        for seg, sh, count in [
-            ("template", s, 2),
-            ("shot_word", s, 2),
-            ("template", 0, 3),
-            ("shot_clue", s, 5),
-            ("template", s, 1),
-            ("template", 0, 3),
-        ]:
-            segment += [seg] * count
-            shot += [sh] * count
-    for seg, count in [("target", 1), ("template", 3), ("generated", 4)]:
-        segment += [seg] * count
-        shot += [0] * count
-    return segment, np.array(shot)
-
-
-def shot_labels(clue_lengths: tuple[int, ...] = (16, 25, 18, 30)) -> tuple[list[str], np.ndarray]:
-    """Token segments and shots of a prompt with one shot per clue length, laid out like a chat
-    prompt (template, instruction; per shot: chat markers, "Word:" label, word, markers, clue,
-    "#", markers; target, generated clue). Clues this long and this varied put own- and
-    other-shot keys of the same segments at equal distances, so the boundary drop is defined."""
-    segment, shot = ["template"] * 5 + ["instruction"] * 20 + ["template"] * 4, [0] * 29
-    for s, clue in enumerate(clue_lengths, start=1):
-        for seg, sh, count in [
-            ("template", 0, 3),
-            ("template", s, 2),
-            ("shot_word", s, 1 + s % 2),
-            ("template", 0, 5),
-            ("shot_clue", s, clue),
-            ("template", s, 1),
-            ("template", 0, 2),
-        ]:
-            segment += [seg] * count
-            shot += [sh] * count
-    for seg, count in [("template", 5), ("target", 2), ("template", 5), ("generated", 8)]:
-        segment += [seg] * count
-        shot += [0] * count
-    return segment, np.array(shot)
-
-
-def row_stochastic(weights: np.ndarray) -> np.ndarray:
-    """Causal rows of ``weights`` normalised to sum 1."""
-    w = np.tril(weights)
-    return w / w.sum(axis=1, keepdims=True)
+from tests.helpers import k3_labels, random_causal, shot_labels, shot_maps, uniform_causal
 
 
 def token_kinds(segment: list[str], shot: np.ndarray) -> list[str]:
@@ -231,11 +179,6 @@ def test_choices_restrict_and_renormalise():
         choices.visible_tokens("tokens", segment)
 
 
-def locality(n: int, tau: float) -> np.ndarray:
-    distance = np.arange(n)[:, None] - np.arange(n)[None, :]
-    return np.exp(-np.clip(distance, 0, None) / tau)
-
-
 def test_placebo_boundaries_cut_every_shot_in_the_middle():
     shot = np.array([0, 1, 1, 1, 1, 0, 2, 2, 0, 0, 3, 3, 3, 3, 3, 3, 0])
     #          positions 0  1  2  3  4  5  6  7  8  9 10 11 12 13 14 15 16
@@ -252,24 +195,6 @@ def test_permuted_labels_keep_each_shots_count_and_scatter_it():
     assert (permuted[shot == 0] == 0).all() and (permuted[shot >= 1] >= 1).all()
     assert np.bincount(permuted).tolist() == np.bincount(shot).tolist()
     assert not (permuted == shot).all() and not (permuted == choices.permuted_shots(shot, seed=1)).all()
-
-
-def shot_maps(segment: list[str], shot: np.ndarray) -> dict[str, np.ndarray]:
-    """Maps built to have, or to lack, attention within shots: pure locality; locality with
-    across-shot keys × 0.2 (a real boundary); every shot word × 3, whichever shot it is in (a
-    shot-blind segment preference); across-shot keys × 5 (attention mostly across shots)."""
-    weights = locality(len(segment), tau=8.0)
-    across = (shot[:, None] >= 1) & (shot[None, :] >= 1) & (shot[:, None] != shot[None, :])
-    word = np.array(segment) == "shot_word"
-    return {
-        name: row_stochastic(w)
-        for name, w in {
-            "locality": weights,
-            "boundary": np.where(across, 0.2 * weights, weights),
-            "shot words": weights * np.where(word[None, :], 3.0, 1.0),
-            "across": np.where(across, 5.0 * weights, weights),
-        }.items()
-    }
 
 
 @pytest.mark.parametrize("choice", choices.CHOICES)

@@ -12,8 +12,7 @@ from attnscope import choices as attnscope_choices
 from attnscope import claims
 from attnscope.claims.attention import COSINE_STATEMENT
 from attnscope.evidence import Evidence, copy_share
-from tests.test_choices import k3_labels, row_stochastic, shot_labels, shot_maps
-from tests.test_effects import synthetic
+from tests.helpers import k3_labels, row_stochastic, shot_labels, shot_maps, synthetic
 
 LAYERS = 9  # thirds: 0-2 early, 3-5 middle, 6-8 late
 BASE = {
@@ -160,7 +159,7 @@ def map_choices(
     maps_of_prompt, prompts: int = 12, variant: str = "trained", labels=k3_labels
 ) -> pd.DataFrame:
     """The choices table of synthetic maps: ``maps_of_prompt(rng)`` gives one prompt's maps
-    [layer, query, key] on the token ``labels`` of tests/test_choices.py."""
+    [layer, query, key] on the token ``labels`` of tests/helpers.py."""
     segment, shot = labels()
     rng = np.random.default_rng(0)
     rows = []
@@ -177,7 +176,7 @@ def map_choices(
 
 
 def noisy_shot_maps(name: str):
-    """One of :func:`tests.test_choices.shot_maps` on the long-clue labels, three layers per prompt,
+    """One of :func:`tests.helpers.shot_maps` on the long-clue labels, three layers per prompt,
     each with its own multiplicative noise, so that intervals have a width."""
     segment, shot = shot_labels()
     base = shot_maps(segment, shot)[name]

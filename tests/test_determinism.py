@@ -10,16 +10,14 @@ same keeps the same bytes.
 from __future__ import annotations
 
 import shutil
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pytest
 import zarr
 
 from attnscope import io
-from tests.helpers import STAGE_TARGETS, snakemake, tiny_config
+from tests.helpers import STAGE_TARGETS, assert_same_zarr, snakemake, tiny_config
 
 pytestmark = pytest.mark.integration
 
@@ -39,26 +37,6 @@ def digests(workdir: Path) -> dict[str, str]:
     for path in results.rglob("*.zarr"):
         found[str(path.relative_to(workdir))] = zarr.open_group(path, mode="r").attrs["config_digest"]
     return found
-
-
-def assert_same_zarr(a: Path, b: Path) -> None:
-    """Equal attributes, members, and arrays (dtype, shape, attributes, values) in two stores."""
-
-    def same(x: zarr.Group, y: zarr.Group, where: str) -> None:
-        assert dict(x.attrs) == dict(y.attrs), f"{where}: attributes differ"
-        assert sorted(x.array_keys()) == sorted(y.array_keys()), f"{where}: arrays differ"
-        assert sorted(x.group_keys()) == sorted(y.group_keys()), f"{where}: groups differ"
-        for name in x.array_keys():
-            u, v = x[name], y[name]
-            assert (u.dtype, u.shape) == (v.dtype, v.shape), f"{where}/{name}: dtype or shape differ"
-            assert dict(u.attrs) == dict(v.attrs), f"{where}/{name}: attributes differ"
-            assert np.array_equal(u[...], v[...], equal_nan=True), f"{where}/{name}: values differ"
-        for name in x.group_keys():
-            same(x[name], y[name], f"{where}/{name}")
-
-    with warnings.catch_warnings():  # Snakemake's marker in directory() outputs is no Zarr member
-        warnings.filterwarnings("ignore", message="Object at .snakemake_timestamp")
-        same(zarr.open_group(a, mode="r"), zarr.open_group(b, mode="r"), str(a))
 
 
 def snapshot(workdir: Path) -> dict[str, bytes]:

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from attnscope import effects, generation, knockout, plots, prompts, variants
+from tests.helpers import synthetic
 
 OPTIONS = {"edges": ["target-shotwords", "control-target-shotwords"], "window": 10, "stride": None,
            "windows": None, "control_seed": 3}  # fmt: skip
@@ -136,25 +137,6 @@ def test_prompt_effects_are_the_teacher_forced_log_probabilities(tiny_llama, sam
 
 
 # --- the effects table ---
-
-
-def synthetic(
-    effect: dict[str, float], prompts_per_target: int = 2, targets: int = 12, seed: int = 0
-) -> pd.DataFrame:
-    """Per-prompt rows of each knockout (name → mean Δ per token), noise shared per prompt."""
-    rng = np.random.default_rng(seed)
-    shared = rng.normal(0, 0.05, targets * prompts_per_target)
-    rows = []
-    for name, mean in effect.items():
-        noise = rng.normal(0, 0.02, len(shared))
-        for i, base in enumerate(shared):
-            delta = mean + base + noise[i]
-            rows.append(
-                {"variant": name, "experiment": "animals-k3", "prompt_index": i,
-                 "target": f"t{i // prompts_per_target}", "delta_token": delta, "delta_total": 4 * delta,
-                 "chrf": 50.0 + i, "exact_match": float(i % 2), "end_marker": 1.0}
-            )  # fmt: skip
-    return pd.DataFrame(rows)
 
 
 def test_the_effects_table_against_means_and_paired_differences():

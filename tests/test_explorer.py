@@ -3,7 +3,6 @@ reads, bad input; the page driven in headless Debian Chromium on a real two-vari
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import shutil
@@ -19,61 +18,23 @@ import numpy as np
 import pytest
 import zarr
 
-from attnscope import attention, store, variants
+from attnscope import attention, store
 from attnscope.explorer import StoreReader, make_server
 from attnscope.mapview import ATTENTION_CMAP, MASK_COLOR
-from tests.test_attention import clue_table, prompt_table
+from tests.helpers import (
+    CLUES,
+    EXPERIMENT,
+    MODEL,
+    WORD_ARRAYS,
+    Page,
+    browser,
+    plotted,
+    reference,
+    store_id,
+    store_path,
+)
 
-MODEL, EXPERIMENT = "tiny-mistral", "animals-k3"
 CLUES_ORDER = ("qkscale-a2", "trained")  # variant, base of the difference view
-CLUES = {"trained": "Small and busy, it carries crumbs.#", "qkscale-a2": "Tiny worker.#"}
-
-
-@pytest.fixture(scope="module")
-def results(tiny_mistral, sample_clues, tmp_path_factory) -> Path:
-    """A results folder with the tiny Mistral's stores of two variants (different clues appended)."""
-    model, tokenizer = tiny_mistral
-    table = prompt_table(tokenizer, sample_clues, targets=("Ant", "Bee", "Fox"))
-    out = tmp_path_factory.mktemp("explorer-results")
-    for name, clue in CLUES.items():
-        edited = copy.deepcopy(model)
-        variants.apply_edit(edited, variants.parse(name))
-        inputs = attention.prompt_inputs(table, tokenizer, clue_table(table, tokenizer, clue), ["ant", "fox"])
-        path = out / "attention" / MODEL / name / f"{EXPERIMENT}.zarr"
-        attention.extract(edited, inputs, path, {"config_digest": name}, progress=False)
-    return out
-
-
-def store_id(variant: str) -> str:
-    return f"{MODEL}/{variant}/{EXPERIMENT}"
-
-
-def plotted(group: zarr.Group) -> np.ndarray:
-    """The figures' plotted tokens (word segments), from the labels: the reference index."""
-    return np.flatnonzero(np.isin(group.attrs["token_segment"], store.WORD_SEGMENTS))
-
-
-def reference(results: Path, variant: str, group: str, level: str, layer: int, head: int) -> np.ndarray:
-    """The map read straight from the store with zarr."""
-    prompt = zarr.open_group(store_path(results, variant), mode="r")[group]
-    keep = np.ix_(plotted(prompt), plotted(prompt))
-    if level == "cosine":
-        return prompt["cosine"][...][keep]
-    if level == "token":
-        values = prompt["head_mean"][layer] if head == store.HEAD_MEAN else prompt["attn"][layer, head]
-        return values[keep]
-    return prompt[WORD_ARRAYS[level]][layer]
-
-
-WORD_ARRAYS = {
-    "word": "word_attn_sum",
-    "word_mean": "word_attn_mean_query",
-    "thesis_word": "thesis_word_attn_sum",
-}
-
-
-def store_path(results: Path, variant: str) -> Path:
-    return results / "attention" / MODEL / variant / f"{EXPERIMENT}.zarr"
 
 
 def chunk_bytes(results: Path, variant: str, group: str, level: str, layer: int, head: int) -> int:
@@ -247,31 +208,6 @@ def test_the_command_prints_problems_and_the_url(results, tmp_path):
 
 # --- the page in headless Debian Chromium, on a real Snakemake run of two variants ---
 
-CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-
-
-def browser():
-    """Headless Debian Chromium driven by Debian's chromedriver (Selenium Manager never runs: the
-    driver's path is given), or a skip (a failure under ATTNSCOPE_CHROMIUM=1, as .ci/run sets)."""
-    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        missing.append("selenium (pip install selenium)")
-    if missing:
-        message = (
-            f"missing {', '.join(missing)} (apt-get install chromium chromium-driver; pip install selenium)"
-        )
-        if os.environ.get("ATTNSCOPE_CHROMIUM") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1600,1150"):
-        options.add_argument(argument)
-    return webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
-
 
 @pytest.fixture(scope="module")
 def two_variant_run(tmp_path_factory) -> Path:
@@ -284,78 +220,6 @@ def two_variant_run(tmp_path_factory) -> Path:
     config["attention"]["keep_heads"] = "all"
     snakemake(workdir, "attention", config=config)
     return workdir / "results"
-
-
-class Page:
-    """The explorer page in a browser: views, their reads, hovered values, screenshots."""
-
-    def __init__(self, driver, explorer: StoreReader, url: str, shots: list[Path]):
-        self.driver, self.explorer, self.shots = driver, explorer, shots
-        self.ready = 0
-        driver.get(url)
-        self.wait()
-
-    def wait(self) -> None:
-        from selenium.webdriver.support.ui import WebDriverWait
-
-        status = self.driver.find_element("id", "status")
-        WebDriverWait(self.driver, 30).until(lambda _: int(status.get_attribute("data-ready")) > self.ready)
-        self.ready = int(status.get_attribute("data-ready"))
-        problems = self.driver.find_element("id", "problems").text
-        assert problems == "", problems
-
-    def view(self, name: str, change) -> dict[str, int]:
-        """Make one change in the page, wait for its view, screenshot it; the reads it made."""
-        self.explorer.stats(reset=True)
-        change()
-        self.wait()
-        for folder in self.shots:
-            self.driver.save_screenshot(str(folder / f"explorer-{name}.png"))
-        return self.explorer.stats()
-
-    def select(self, element: str, value: str) -> None:
-        from selenium.webdriver.support.ui import Select
-
-        Select(self.driver.find_element("id", element)).select_by_value(value)
-
-    def mouse(self, panel: int, query: int, key: int, click: bool = False) -> None:
-        """Move the mouse (a real pointer event, through chromedriver) to the centre of a cell of
-        the ``panel``-th map, where the page drew it (``explorer.box``: its origin and cell size)."""
-        from selenium.webdriver import ActionChains
-
-        canvas = self.driver.find_elements("css selector", "#maps .map canvas")[panel]
-        box = self.driver.execute_script(
-            "return document.querySelectorAll('#maps .map')[arguments[0]].explorer.box;", panel
-        )
-        size = canvas.size  # offsets are from the element's centre
-        x = box["x0"] + (key + 0.5) * box["cw"] - size["width"] / 2
-        y = box["y0"] + (query + 0.5) * box["ch"] - size["height"] / 2
-        actions = ActionChains(self.driver).move_to_element_with_offset(canvas, round(x), round(y))
-        (actions.click() if click else actions).perform()
-
-    def hover(self, panel: int, query: int, key: int) -> dict[str, str]:
-        """Hover a cell: the page's hover line (``#hover``'s data) and the colour drawn there."""
-        self.mouse(panel, query, key)
-        hovered = self.driver.execute_script(
-            "return Object.assign({}, document.getElementById('hover').dataset);"
-        )
-        assert (hovered["query"], hovered["key"]) == (str(query), str(key)), hovered
-        return hovered
-
-    def pixel(self, panel: int, query: int, key: int) -> tuple[list[int], dict]:
-        """The RGB drawn at a cell's centre of the ``panel``-th map and the map's colour scale."""
-        return self.driver.execute_script(
-            "const div = document.querySelectorAll('#maps .map')[arguments[0]];"
-            " const {box, scale} = div.explorer;"
-            " const x = Math.floor(box.x0 + (arguments[2] + 0.5) * box.cw);"
-            " const y = Math.floor(box.y0 + (arguments[1] + 0.5) * box.ch);"
-            " const rgb = Array.from(div.querySelector('canvas').getContext('2d')"
-            ".getImageData(x, y, 1, 1).data).slice(0, 3);"
-            " return [rgb, {zmin: scale.zmin, zmax: scale.zmax}];",
-            panel,
-            query,
-            key,
-        )
 
 
 @pytest.mark.integration

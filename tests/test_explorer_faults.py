@@ -16,70 +16,37 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 
-import google_crc32c
 import numpy as np
 import pytest
 
-from attnscope import chunks
-from attnscope.explorer import StoreReader, make_server, server
+from attnscope.explorer import StoreReader, server
 from attnscope.explorer.reader import StoreError
-from tests import test_explorer
 from tests.conftest import REPO
-from tests.test_explorer import EXPERIMENT, MODEL, reference, store_path
-
-results = test_explorer.results  # the fixture: the tiny Mistral's stores of two variants
+from tests.helpers import (
+    EXPERIMENT,
+    MODEL,
+    json_error,
+    punch_hole,
+    reference,
+    request,
+    serving,
+    shard,
+    store_path,
+)
 
 GOOD = "trained"
 NUM_HEADS, NUM_LAYERS = 4, 2  # tiny-mistral's (tests/configs/tiny-models.yaml)
 
 
-@contextmanager
-def serving(reader: StoreReader, host: str = "127.0.0.1") -> Iterator[tuple[str, int]]:
-    """(host, port) of a real server over ``reader`` on a free port, in a thread."""
-    httpd = make_server(reader, host, 0)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield host, httpd.server_address[1]
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-
-
-def request(
-    address: tuple[str, int], path: str, method: str = "GET", headers: dict[str, str] | None = None
-) -> tuple[int, dict[str, str], bytes]:
-    """(status, headers, body) of one request; never raises on an HTTP error status."""
-    connection = http.client.HTTPConnection(*address, timeout=30)
-    try:
-        connection.request(method, path, headers=headers or {})
-        response = connection.getresponse()
-        return response.status, dict(response.getheaders()), response.read()
-    finally:
-        connection.close()
-
-
 def map_path(variant: str, group: str = "000", level: str = "token", layer: int = 1, head: int = -1) -> str:
     store_id = f"{MODEL}/{variant}/{EXPERIMENT}"
     return f"/api/map?store={store_id}&group={group}&level={level}&layer={layer}&head={head}"
-
-
-def json_error(status: int, headers: dict[str, str], body: bytes) -> str:
-    """The error of an answer that must be one: JSON ``{"error": text}``, no fabricated map."""
-    assert status >= 400, (status, body[:80])
-    assert headers["Content-Type"] == "application/json", headers
-    assert "X-Shape" not in headers
-    error = json.loads(body)["error"]
-    assert isinstance(error, str) and "\n" not in error and "Traceback" not in error
-    return error
 
 
 def assert_good_store_serves(address: tuple[str, int], results: Path) -> None:
@@ -91,20 +58,6 @@ def assert_good_store_serves(address: tuple[str, int], results: Path) -> None:
 
 
 # --- damaged chunk files: the store scans, its reads fail ---
-
-
-def shard(root: Path, variant: str, name: str, group: str = "000") -> Path:
-    return next((store_path(root, variant) / group / name).glob("c.*"))
-
-
-def punch_hole(path: Path, inner: int, entries: int) -> None:
-    """Mark inner chunk ``inner`` of a shard of ``entries`` inner chunks as never written in its
-    index (its checksum recomputed, so only the hole is wrong)."""
-    data = path.read_bytes()
-    index = np.frombuffer(data[-4 - 16 * entries : -4], dtype="<u8").copy().reshape(entries, 2)
-    index[inner] = chunks.EMPTY_INNER_CHUNK
-    crc = np.array(google_crc32c.value(index.tobytes()), dtype="<u4").tobytes()
-    path.write_bytes(data[: -4 - 16 * entries] + index.tobytes() + crc)
 
 
 SECRET_UNIT = b"SECRET-BYTES-OF-ANOTHER-FILE"

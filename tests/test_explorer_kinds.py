@@ -1,8 +1,9 @@
 """The explorer's map kinds and head rows: the attention rollout (against explicit matrix products
 of the stored head-mean maps), the value-weighted maps (against the arrays written; a store
 without them says the kind is unavailable), a head's row of the heads jobs' Parquet tables, and the
-page switching kinds in headless Chromium. The stores are copies of the tiny Mistral's
-(``tests.test_explorer.results``) given synthetic head-mean maps and value-weighted arrays here."""
+page switching kinds in headless Chromium. The stores are copies of the tiny Mistral's (the
+fixture ``results`` of tests/conftest.py) given synthetic head-mean maps and value-weighted arrays
+here."""
 
 from __future__ import annotations
 
@@ -18,14 +19,10 @@ from attnscope import headtable, headtypes, paths, store
 from attnscope.explorer import StoreReader, reader
 from attnscope.explorer.reader import ByteLRU, NotFound
 from attnscope.rollout import extend_rollout, rollout_rows
-from tests import test_explorer
-from tests.test_explorer import MODEL, Page, browser, plotted, store_id, store_path
-from tests.test_explorer_faults import json_error, request, serving
-
-results = test_explorer.results  # the fixture: the tiny Mistral's stores of two variants
+from tests.helpers import MODEL, Page, browser, json_error, plotted, request, serving, store_id, store_path
 
 NUM_HEADS, NUM_LAYERS = 4, 2  # tiny-mistral's (tests/configs/tiny-models.yaml)
-TRAINED, OLD = store_id("trained"), store_id("qkscale-a2")  # OLD: a store written before value maps
+TRAINED, OLD = store_id("trained"), store_id("qkscale-a2")  # OLD: a store without value maps
 
 
 def stochastic(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -56,8 +53,8 @@ def explicit_rollout(head_mean: np.ndarray, layer: int) -> np.ndarray:
 @pytest.fixture(scope="module")
 def kinds_results(results, tmp_path_factory) -> Path:
     """A copy of the tiny Mistral's results: trained's prompts get synthetic head-mean maps and
-    value-weighted arrays (``value_attn`` where heads are kept), qkscale-a2 none (a store written
-    before them), trained the heads jobs' two tables (NaN in one cell)."""
+    value-weighted arrays (``value_attn`` where heads are kept), qkscale-a2 none (a store whose
+    value arrays are gone), trained the heads jobs' two tables (NaN in one cell)."""
     out = tmp_path_factory.mktemp("kinds") / "results"
     shutil.copytree(results, out)
     rng = np.random.default_rng(0)
@@ -238,9 +235,9 @@ def test_a_store_without_value_arrays_says_the_kind_is_unavailable(kinds_results
     assert stores[TRAINED]["kinds"] == ["weights", "value", "rollout", "value_rollout"]
     assert stores[TRAINED]["kinds_unavailable"] == {}
     assert stores[OLD]["kinds"] == ["weights", "rollout"]
-    assert "written before" in stores[OLD]["kinds_unavailable"]["value"]
+    assert stores[OLD]["kinds_unavailable"]["value"].startswith("value-weighted arrays missing: ")
     assert stores[OLD]["kinds_unavailable"]["value_rollout"] == stores[OLD]["kinds_unavailable"]["value"]
-    with pytest.raises(NotFound, match="value-weighted maps not available: the store has no value"):
+    with pytest.raises(NotFound, match="value-weighted maps not available: value-weighted arrays missing"):
         explorer.map(OLD, "000", "token", 0, store.HEAD_MEAN, "value")
     # the weights and the rollout of that store still serve
     explorer.map(OLD, "000", "token", 1, store.HEAD_MEAN, "rollout")
@@ -376,12 +373,12 @@ def test_the_page_switches_the_map_kind(kinds_results, tmp_path):
             hovered = float(page.hover(0, query, key)["value"])
             assert hovered == pytest.approx(rollout[query, key], rel=1e-6) and hovered != weights
 
-            # beside a store written before the value-weighted maps: a notice, not a map
+            # beside a store without the value-weighted maps: a notice, not a map
             page.view("value-again", lambda: page.select("kind", "value"))
             box = driver.find_element("css selector", "#variants input[data-variant='qkscale-a2']")
             page.view("value-old-store", box.click)
             assert panel(driver, 0, "notice") is None and panel(driver, 1, "notice").startswith(
-                f"value-weighted not available for {OLD}: the store has no value-weighted arrays"
+                f"value-weighted not available for {OLD}: value-weighted arrays missing"
             )
             assert (
                 len(driver.find_elements("css selector", "#maps .map")[1].find_elements("tag name", "canvas"))

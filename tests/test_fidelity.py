@@ -12,8 +12,7 @@ import torch
 import zarr
 
 from attnscope import models, prompts
-from tests.helpers import snakemake
-from tests.test_own_data import example_config, write_config
+from tests.helpers import example_config, snakemake, write_config
 
 pytestmark = pytest.mark.integration
 

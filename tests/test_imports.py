@@ -113,3 +113,27 @@ def test_the_store_reader_of_the_package_loads_no_model_library():
 def test_check_sees_a_heavy_import():
     """The check above can fail: a plotting module does load matplotlib."""
     assert "matplotlib" in imported_after("attnscope.plots.maps")
+
+
+def imported_test_files(path: Path) -> list[str]:
+    """The ``tests.test_*`` modules a file imports (at any depth, ``from tests import test_x`` too)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith("tests.test_")]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.startswith("tests.test_"):
+                found.append(node.module)
+            elif node.module == "tests":
+                found += [f"tests.{a.name}" for a in node.names if a.name.startswith("test_")]
+    return found
+
+
+def test_no_test_file_imports_another(tmp_path):
+    """Shared builders live in tests/helpers.py, shared fixtures in tests/conftest.py: a test file
+    that imports another runs (and collects) that file's tests' module too."""
+    leaning = {p.name: imported_test_files(p) for p in sorted((REPO / "tests").glob("test_*.py"))}
+    assert {name: found for name, found in leaning.items() if found} == {}
+    leaner = tmp_path / "test_leaner.py"  # the check can fail
+    leaner.write_text("from tests import test_io\n\n\ndef f():\n    from tests.test_data import x\n")
+    assert imported_test_files(leaner) == ["tests.test_io", "tests.test_data"]

@@ -29,8 +29,7 @@ import pytest
 
 from attnscope import attention, io
 from tests.conftest import snakemake_command
-from tests.helpers import snakemake, tiny_config
-from tests.test_determinism import assert_same_zarr
+from tests.helpers import assert_same_zarr, snakemake, tiny_config
 
 MODEL, EXPERIMENT, N_PROMPTS = "tiny-mistral", "animals-k5", 4
 CLUES = f"results/clues/{MODEL}/trained/{EXPERIMENT}.parquet"

@@ -3,16 +3,14 @@ under a KV cache, on the Llama and Gemma 3 families."""
 
 from __future__ import annotations
 
-import re
 from contextlib import nullcontext
 
 import numpy as np
 import pytest
 import torch
-import zarr
 from transformers import DynamicCache
 
-from attnscope import architecture, attention, capture, generation, knockout, prompts, variants
+from attnscope import architecture, capture, generation, knockout, prompts, variants
 from attnscope.store import INSTRUCTION_SEGMENT, SHOT_CLUE, SHOT_WORD, TARGET
 
 SPEC = {"category": "Animals", "k": 3, "seed": 0}
@@ -46,46 +44,6 @@ def captured(model, ids, kernel, blocker=None) -> list[torch.Tensor]:
     ):
         forward(model, ids, blocker)
     return [maps[layer] for layer in sorted(maps)]
-
-
-# --- the grammar ---
-
-
-def test_knockout_names_parse():
-    named = variants.parse("knockout-target-shotwords-L0-5")
-    assert (named.kind, named.edges, named.control, named.layers) == (
-        "knockout",
-        "target-shotwords",
-        False,
-        (0, 5),
-    )
-    control = variants.parse("knockout-control-across-shots-s3-L2-2")
-    assert (control.edges, control.control, control.seed, control.layers) == ("across-shots", True, 3, (2, 2))
-    assert named.knocks_out and not named.edits_weights
-    assert not variants.parse("qkscale-a2").knocks_out
-    pattern = re.compile(variants.WILDCARD_REGEX)  # the Snakefile's wildcard constraint
-    assert pattern.fullmatch(named.name) and pattern.fullmatch(control.name)
-    assert not pattern.fullmatch("knockout-control-across-shots-L2-2")
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        "knockout-target-shotwords",  # no layer range
-        "knockout-target-words-L0-1",  # no such edge set
-        "knockout-control-target-shotwords-L0-1",  # a control needs its seed
-        "knockout-target-shotwords-s0-L0-1",  # a named set has none
-        "knockout-control-s0-L0-1",
-    ],
-)
-def test_malformed_knockout_names_list_the_forms(name):
-    with pytest.raises(ValueError, match="expected one of.*knockout-<edges>-L<first>-<last>.*clue-ownword"):
-        variants.parse(name)
-
-
-def test_an_empty_layer_range_is_refused_in_a_name():
-    with pytest.raises(ValueError, match="'knockout-across-shots-L3-1'.*empty"):
-        variants.parse("knockout-across-shots-L3-1")
 
 
 def test_a_knockout_edits_no_weights_and_is_not_loaded_as_a_model(prepared_tiny_mistral):
@@ -279,31 +237,6 @@ def test_a_knockout_holds_token_by_token_under_a_kv_cache(family, edges):
         for token in ids[n_prompt:-1]:
             steps.append(model(input_ids=torch.tensor([[token]]), cache=cache, use_cache=True).logits[0, -1])
     torch.testing.assert_close(torch.stack(steps), whole[n_prompt - 1 : -1], rtol=1e-4, atol=1e-4)
-
-
-@pytest.mark.parametrize("kernel", capture.KERNELS)
-def test_stored_maps_hold_the_blocked_edges_at_zero(tiny_llama, sample_clues, tmp_path, kernel):
-    model, tokenizer = tiny_llama
-    table = prompts.build_prompts(sample_clues, "animals-k3", SPEC, ["Ant", "Bee"], tokenizer)
-    clue_ids = tokenizer.encode(CLUE, add_special_tokens=False)
-    clues = table[["prompt_index", "prompt_id"]].assign(clue=CLUE, generated_ids=[clue_ids] * len(table))
-    inputs = attention.prompt_inputs(table, tokenizer, clues)
-    variant = variants.parse("knockout-target-shotwords-L1-1")
-    path = tmp_path / "store.zarr"
-    attrs = {"config_digest": "test"}
-    attention.extract(
-        model, inputs, path, attrs, progress=False, kernel=kernel, knockout_variant=variant.name
-    )
-    root = zarr.open_group(path, mode="r")
-    for prompt in inputs:
-        n = len(prompt.annotation.input_ids)
-        blocked = knockout.blocked_edges(prompt.annotation, prompt.n_prompt_tokens, variant).dense(n)
-        assert blocked[prompt.n_prompt_tokens :].any(), "the appended clue's rows are blocked too"
-        for array in ("attn", "head_mean"):
-            maps = root[prompt.group][array][...].astype(np.float32)
-            assert maps[0][..., blocked].max() > 0, "layer 0, outside the range, uses those edges"
-            assert float(np.abs(maps[1][..., blocked]).max()) == 0.0
-            np.testing.assert_allclose(maps.sum(axis=-1), 1.0, atol=5e-3)
 
 
 @pytest.mark.routes

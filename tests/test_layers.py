@@ -59,8 +59,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "attnscope.spectra",
         "attnscope.spectrastore",
     ),
-    # the claims, bottom up: tables and records, one module per measurement, the registry, the outputs
-    ("attnscope.claims.tables",),
+    # the claims, bottom up: evidence views and records, one module per measurement, the registry, the outputs
+    ("attnscope.claims.views",),
     ("attnscope.claims.records",),
     (
         "attnscope.claims.attention",
@@ -70,7 +70,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ),
     ("attnscope.claims.registry",),
     ("attnscope.report", "attnscope.plots", "attnscope.explorer"),
-    ("attnscope.claims.render", "attnscope.claims.table"),
+    ("attnscope.claims.render", "attnscope.claims.evaluation"),
     ("attnscope.claims.across",),
     ("attnscope.claims",),
 )

@@ -9,6 +9,7 @@ import torch
 from scipy.stats import pearsonr, rankdata, spearmanr
 
 from attnscope import attention, metrics, stats, theory
+from tests.helpers import random_causal, uniform_causal
 
 
 def singular_values(a: np.ndarray) -> np.ndarray:
@@ -16,21 +17,9 @@ def singular_values(a: np.ndarray) -> np.ndarray:
     return attention.singular_values(np.asarray(a, dtype=np.float64)[None])[0]
 
 
-def uniform_causal(n: int) -> np.ndarray:
-    """Row i attends uniformly to keys 0..i."""
-    return np.tril(np.ones((n, n))) / np.arange(1, n + 1)[:, None]
-
-
 def block_uniform(blocks: int, size: int) -> np.ndarray:
     """``blocks`` diagonal blocks, each ``size`` × ``size`` with entries 1/size."""
     return np.kron(np.eye(blocks), np.full((size, size), 1 / size))
-
-
-def random_causal(rng: np.random.Generator, n: int, scale: float = 3.0) -> np.ndarray:
-    """A causal softmax map of random logits, rounded to float16 (so with ties and zeros)."""
-    logits = scale * rng.standard_normal((n, n)) + np.triu(np.full((n, n), -np.inf), 1)
-    a = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return (a / a.sum(axis=1, keepdims=True)).astype(np.float16)
 
 
 def layout(n: int, shot=None, segment=None, cosine=None) -> metrics.MapLayout:

@@ -9,11 +9,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from attnscope import data, prepared, prompts
-from tests.conftest import REPO
-from tests.helpers import REPORT_AFTER_RUN, snakemake, tiny_config
+from tests.helpers import REPORT_AFTER_RUN, example_config, snakemake, tiny_config, write_config
 
 # Written for these tests: the shot pool (thesis format) and new target words, none of
 # which has a clue in the pool.
@@ -140,10 +138,6 @@ def test_prompts_for_targets_without_clues(tiny_llama, tmp_path):
 # Through the workflow (integration tier).
 
 
-def write_config(workdir: Path, config: dict) -> None:
-    (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
-
-
 @pytest.mark.integration
 def test_thesis_shaped_data_end_to_end(tmp_path):
     """The thesis's shot pool and header-first target list, targets without clues: clues, maps, figures."""
@@ -183,15 +177,6 @@ def test_near_miss_target_is_a_warning_not_a_refusal(tmp_path):
     config = tiny_config(**{"a": {"category": "Animals", "k": 2, "targets": ["Ant", "Beee"]}})
     out = snakemake(tmp_path, "-n", config=config)
     assert "warning: experiments.a: target 'Beee' has no clue; closest clue words: Bee" in out
-
-
-def example_config(name: str) -> dict:
-    """An example config from config/examples with its paths made absolute."""
-    config = yaml.safe_load((REPO / "config" / "examples" / f"{name}.yaml").read_text())
-    for entry in config["data"]["clue_files"]:
-        entry["path"] = str(REPO / entry["path"])
-    config["data"]["targets"] = {c: str(REPO / p) for c, p in config["data"]["targets"].items()}
-    return config
 
 
 @pytest.mark.integration

@@ -291,7 +291,7 @@ def test_prompt_maps_from_a_real_store(tiny_llama, sample_clues, tmp_path):
     import zarr
 
     from attnscope import attention, mapdata
-    from tests.test_attention import clue_table
+    from tests.helpers import clue_table
 
     model, tokenizer = tiny_llama
     table = prompts.build_prompts(

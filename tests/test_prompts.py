@@ -7,6 +7,7 @@ from mistral_common.protocol.instruct.request import ChatCompletionRequest
 from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
 
 from attnscope import prompts
+from tests.helpers import NOTEBOOK_FORMAT, notebook_groups, notebook_selection
 
 THESIS_SHOTS = [
     ("Parrot", "Mimics you, but doesn't understand."),
@@ -304,40 +305,16 @@ def test_mistral_thesis_template_gives_the_notebooks_ids(tiny_mistral):
     assert len(ann.input_ids) == 152
 
 
-# The thesis notebook's selection and grouping, re-implemented here from its description
-# (attention_maps_llm/language_generation_attention_patterns.ipynb), on token strings.
-NOTEBOOK_FORMAT = prompts.PromptFormat(acknowledgement="Ok!")  # the notebook's acknowledgement
-
-
-def notebook_selection(tokens: list[str]) -> list[int]:
-    """Once the acknowledgement token "Ok" has passed, a token is drawn while a ":" or "]"
-    came after the last "▁[", "#" or "</s>"; ":" and "]" themselves are never drawn."""
-    drawn, after_ok, open_ = [], False, False
-    for i, token in enumerate(tokens):
-        if token == "Ok":
-            after_ok, open_ = True, False
-        if token in (":", "]"):
-            open_ = True
-        elif token in ("▁[", "#", "</s>"):
-            open_ = False
-        elif after_ok and open_:
-            drawn.append(i)
-    return drawn
-
-
-def notebook_groups(tokens: list[str], drawn: list[int], words: list[str]) -> list[list[int]]:
-    """Drawn tokens (leading "▁" removed) spell the words in order; a token that is not the
-    next piece of the current word (",", "-") joins no word."""
-    groups, current, word, at = [], [], 0, 0
-    for i in drawn:
-        piece = tokens[i].removeprefix("▁")
-        if word < len(words) and piece == words[word][at : at + len(piece)]:
-            current.append(i)
-            at += len(piece)
-            if at == len(words[word]):
-                groups.append(current)
-                current, word, at = [], word + 1, 0
-    return groups
+def thesis_tokens(annotation: prompts.Annotation) -> list[int]:
+    """The tokens the thesis's figures draw, from the annotation's labels: the shots' words and
+    clues (their punctuation too), the target, and the words the format adds in those turns
+    ("Word"); never the chat template, the instruction, ":" or the end marker."""
+    kept = (prompts.SHOT_WORD, prompts.SHOT_CLUE, prompts.TARGET)
+    return [
+        t
+        for t, (segment, word) in enumerate(zip(annotation.token_segment, annotation.thesis_token_word))
+        if segment in kept or word >= 0
+    ]
 
 
 def test_thesis_convention_is_the_notebooks_selection_and_grouping(tiny_mistral):
@@ -349,10 +326,10 @@ def test_thesis_convention_is_the_notebooks_selection_and_grouping(tiny_mistral)
     shots = [*THESIS_SHOTS[:2], ("Platypus", "Duck-billed, egg-laying mammal.")]
     _, ann = thesis_prompt(thesis, shots, fmt=NOTEBOOK_FORMAT)
     drawn = notebook_selection(ann.tokens)
-    assert prompts.thesis_tokens(ann) == drawn
+    assert thesis_tokens(ann) == drawn
     # Written down from running the notebook's logic by hand on the thesis's example prompt.
     _, example = thesis_prompt(thesis, fmt=NOTEBOOK_FORMAT)
-    assert [example.tokens[t] for t in prompts.thesis_tokens(example)] == [
+    assert [example.tokens[t] for t in thesis_tokens(example)] == [
         "▁Word", "▁Par", "rot", "M", "im", "ics", "▁you", ",", "▁but", "▁doesn", "'", "t", "▁understand",
         ".", "▁Word", "▁Butter", "fly", "Fl", "ut", "ters", "▁by", ",", "▁color", "fully", ".", "▁Word",
         "▁Sal", "mon", "J", "umps", "▁up", "stream", ",", "▁but", "▁never", "▁down", ".", "▁Word", "▁Ant",
@@ -370,4 +347,4 @@ def test_thesis_convention_is_the_notebooks_selection_and_grouping(tiny_mistral)
     assert ann.thesis_token_word[hyphen] == -1 and hyphen in drawn, "the '-' is drawn but in no word"
     # With the mistral-v1 template the notebook finds no "Ok" token and draws nothing.
     _, v1 = thesis_prompt(tokenizer, fmt=NOTEBOOK_FORMAT)
-    assert notebook_selection(v1.tokens) == [] and prompts.thesis_tokens(v1) != []
+    assert notebook_selection(v1.tokens) == [] and thesis_tokens(v1) != []

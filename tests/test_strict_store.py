@@ -14,12 +14,7 @@ import pytest
 import zarr
 
 from attnscope import choices, chunks, mapdata, metrics, spectrastore, store, zarrwrite
-from tests import test_explorer
-from tests.test_explorer import store_path
-from tests.test_explorer_faults import punch_hole, shard
-from tests.test_zarrwrite import compressor
-
-results = test_explorer.results  # the fixture: the tiny Mistral's stores of two variants
+from tests.helpers import compressor, punch_hole, shard, store_path
 
 VARIANT = "trained"
 

@@ -8,9 +8,10 @@ import json
 import numpy as np
 import pytest
 import zarr
-from zarr.codecs import BloscCodec, TransposeCodec
+from zarr.codecs import TransposeCodec
 
 from attnscope import attention, zarrwrite
+from tests.helpers import compressor
 
 DTYPES = ["float16", "float32", "float64", "int64"]
 # (shape, inner chunk shape, transpose order inside a chunk): whole chunks, partial edge chunks
@@ -29,13 +30,6 @@ def random_array(shape: tuple[int, ...], dtype: str, seed: int = 0) -> np.ndarra
     if dtype == "int64":
         return rng.integers(1, 1 << 40, size=shape, dtype=np.int64)
     return (rng.random(shape) + 0.5).astype(dtype)
-
-
-def compressor(dtype: str) -> BloscCodec:
-    """The store's codec, its typesize matched to ``dtype``."""
-    return BloscCodec(
-        cname="zstd", clevel=1, shuffle="shuffle", typesize=np.dtype(dtype).itemsize, blocksize=4 << 20
-    )
 
 
 def chunk_slices(coords: tuple[int, ...], chunks: tuple[int, ...]) -> tuple[slice, ...]:

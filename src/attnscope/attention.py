@@ -101,7 +101,7 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from zarr.codecs import BloscCodec
 
-from attnscope import architecture, choices, generation, knockout, metrics, prompts, zarrwrite
+from attnscope import architecture, choices, generation, metrics, prompts, zarrwrite
 from attnscope.capture import ValueNorms, capture
 from attnscope.store import (  # noqa: F401 (open_attention, STORE_VERSION: public API)
     DIMENSIONS,
@@ -545,7 +545,6 @@ def extract(
     progress: bool = True,
     kernel: str = "eager",
     share_prefix: bool = True,
-    knockout_variant: str | None = None,
     with_values: bool = True,
 ) -> dict[str, int]:
     """Capture every prompt's attention maps into the Zarr store at ``path``.
@@ -555,7 +554,7 @@ def extract(
     or ``choices`` arrays: the benchmark's capture + write figure). ``kernel``: the capture
     route (:func:`capture`). ``share_prefix``: run the prompts' common token prefix once
     (:func:`shared_prefix`) and each prompt from its end, behind a copy of its KV cache (the
-    stored maps are the same; tested). ``knockout_variant``: each prompt runs inside it (no shared prefix).
+    stored maps are the same; tested).
     ``with_values``: store the value-weighted maps beside the weights (``value_*`` arrays;
     off only for the benchmark's share of them). Returns the counts of prompts computed and resumed.
     """
@@ -582,7 +581,7 @@ def extract(
     device = next(model.parameters()).device
     workers = torch.get_num_threads()  # the rule's threads: idle in the forward while a hook runs
     with _blas().limit(limits=1, user_api="blas"):  # numpy's BLAS in the metrics, one map at a time
-        shared = shared_prefix(model, todo, kernel) if share_prefix and knockout_variant is None else None
+        shared = shared_prefix(model, todo, kernel) if share_prefix else None
         start = len(shared.prefix.ids) if shared else 0
         if share_prefix:
             log.info("shared prefix: %s", f"{start} tokens, run once" if shared else "none")
@@ -599,8 +598,7 @@ def extract(
             if shared:
                 sink = shared.sink(group.add_layer)
                 cache = generation.batch_cache(shared.prefix, 1)
-            blocker = knockout.applied(model, knockout_variant, prompt.annotation, prompt.n_prompt_tokens)
-            with torch.inference_mode(), values, capture(model, sink, kernel), blocker:
+            with torch.inference_mode(), values, capture(model, sink, kernel):
                 model.model(
                     input_ids=torch.tensor([ids[start:]], device=device),
                     cache=cache,

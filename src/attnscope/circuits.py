@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from attnscope.architecture import READS_NORM, Family, attention_shape, decoder_layers, family, kv_head_index
-from attnscope.matrices import FORMS
+from attnscope.matrices import MATRIX_FORMS
 
 TOP_K = 10
 
@@ -94,7 +94,7 @@ def qk_circuits(model: nn.Module) -> pd.DataFrame:
         k = decoder.matrix_module(block, "k").weight.detach().to(torch.float64).cpu()
         hidden = q.shape[1]
         stats: dict[str, dict[str, np.ndarray]] = {}
-        for form in FORMS:
+        for form in MATRIX_FORMS:
             gamma = (
                 norm_scale(decoder, block, "q").cpu()
                 if form == "folded"
@@ -130,7 +130,7 @@ def ov_circuits(model: nn.Module) -> pd.DataFrame:
         hidden = v.shape[1]
         a = o.reshape(o.shape[0], n_heads, head_dim).permute(1, 2, 0)  # W_O,hᵀ [head, head_dim, hidden]
         stats: dict[str, dict[str, np.ndarray]] = {}
-        for form in FORMS:
+        for form in MATRIX_FORMS:
             gamma = (
                 norm_scale(decoder, block, "v").cpu()
                 if form == "folded"

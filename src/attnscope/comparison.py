@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from attnscope.matrices import EMBEDDING_TYPES, FORMS, MATRIX_TYPES
+from attnscope.matrices import EMBEDDING_TYPES, MATRIX_FORMS, MATRIX_TYPES
 from attnscope.verdicts import yes_no
 
 COMPARISON_COLUMNS = [
@@ -93,7 +93,7 @@ def compare_learned_random(trained_df: pd.DataFrame, random_df: pd.DataFrame) ->
     """Per form (raw, folded) and matrix type: layer means of the spectra measures, trained vs
     random, and their ratio; then one ``observation`` row per thesis statement, form and matrix
     with its measured verdict (the random model's γ is 1: its folded and raw forms agree)."""
-    forms = [f for f in FORMS if f in set(trained_df["form"]) and f in set(random_df["form"])]
+    forms = [f for f in MATRIX_FORMS if f in set(trained_df["form"]) and f in set(random_df["form"])]
     keys = [
         (form, m)
         for form in forms

@@ -22,6 +22,7 @@ from attnscope import stats, variants
 from attnscope.io import markdown_table
 
 PROMPT_KEYS = ["experiment", "prompt_index"]
+"""The columns that name one prompt of a run: a knockout and its control are paired on them."""
 GREEDY = {"chrf": "chrF of the greedy clue against the trained one", "exact_match": "exact match",
           "end_marker": "ends at the end marker"}  # fmt: skip
 """The greedy clue's scores (per prompt) and what they mean."""

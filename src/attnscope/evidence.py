@@ -100,7 +100,7 @@ def evidence_layout(
     ``knockouts``: model → experiment → its knockout variants (those of the reference
     experiments' draws are read)."""
     replicates = [name for name, e in runs.items() if e["replicate_group"] in experiments]
-    randoms = [v for v in spectra_variants if variant_names.parse(v).kind == "random"]
+    randoms = variant_names.random_variants(spectra_variants)
 
     def per_variant(model: str, pattern: str) -> list[list[str]]:
         return [

@@ -27,7 +27,7 @@ from attnscope.headtypes import SCORES, head_types
 from attnscope.stats import CONFIDENCE, N_RESAMPLES, paired_bootstrap
 
 FORM = "folded"
-"""The circuits' form the table takes (:data:`attnscope.matrices.FORMS`)."""
+"""The circuits' form the table takes (:data:`attnscope.matrices.MATRIX_FORMS`)."""
 QK_STATS = {"sigma_max": "qk_sigma_max", "stable_rank": "qk_stable_rank", "trace": "qk_trace"}
 OV_STATS = {"frobenius_norm": "ov_frobenius_norm", "sigma_max": "ov_sigma_max"}
 WEIGHT_COLUMNS = (*QK_STATS.values(), *OV_STATS.values())

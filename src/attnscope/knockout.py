@@ -15,7 +15,7 @@ format. The edge sets (:data:`attnscope.variants.EDGE_SETS`):
   sequence's first token excepted (most models park attention there, an attention sink, which no
   named set blocks: blocking it is another experiment).
 
-Tokens after the prompt (a generated clue, or one appended for teacher forcing or extraction)
+Tokens after the prompt (a generated clue, or one appended for teacher forcing)
 are queries of the ``continuation`` row: they lose the same prompt keys whatever their number.
 A query always keeps itself (and every named set blocks only earlier keys), so no row is ever
 fully blocked and the softmax renormalises the rest of the row.
@@ -25,13 +25,12 @@ module of each layer in the range sets the blocked positions to masked in the ma
 built for that layer (causal, sliding window; boolean for SDPA, additive −∞ for eager), before
 the module's attention function reads it. Every attention implementation then sees the same
 mask: the eager kernel, SDPA and the ``sdpa`` capture route's recomputed probabilities
-(:mod:`attnscope.attention`), so the stored maps hold the blocked edges at exactly zero, whichever
+(:mod:`attnscope.attention`), so the captured maps hold the blocked edges at exactly zero, whichever
 context is entered first. Key positions come from the KV cache's own ``get_mask_sizes`` (a
 sliding-window layer keeps only its last keys), query positions from ``position_ids``, so a
 knockout holds under a cache, token by token. One sequence at a time (batch of one, no padding):
 ``with applied(model, variant, annotation, n_prompt): generation.generate(model, tokenizer,
-[prompt_ids], ...)`` gives that prompt's greedy clue under the knockout (tested), and
-:func:`attnscope.attention.extract` takes ``knockout_variant``.
+[prompt_ids], ...)`` gives that prompt's greedy clue under the knockout (tested).
 """
 
 from __future__ import annotations
@@ -52,9 +51,9 @@ from attnscope import architecture, generation, models, prompts, variants
 from attnscope.store import INSTRUCTION_SEGMENT, SHOT_CLUE, SHOT_WORD, TARGET
 
 TARGET_KEYS = {
-    "target-shotwords": SHOT_WORD,
-    "target-shotclues": SHOT_CLUE,
-    "target-instruction": INSTRUCTION_SEGMENT,
+    variants.TARGET_SHOTWORDS: SHOT_WORD,
+    variants.TARGET_SHOTCLUES: SHOT_CLUE,
+    variants.TARGET_INSTRUCTION: INSTRUCTION_SEGMENT,
 }
 """The key segment of each ``target-*`` edge set."""
 
@@ -115,9 +114,9 @@ def named_edges(annotation: prompts.Annotation, n_prompt: int, edges: str) -> Bl
             raise ValueError(f"knockout {edges}: the prompt has no {TARGET} token")
         continuation = segment == TARGET_KEYS[edges]
         prompt = (np.arange(n_prompt) >= targets[0])[:, None] & continuation[None, :]
-    elif edges == "across-shots":
+    elif edges == variants.ACROSS_SHOTS:
         prompt = (shot[:, None] > shot[None, :]) & (shot[None, :] > 0)
-    elif edges == "clue-ownword":
+    elif edges == variants.CLUE_OWNWORD:
         own_shot = (shot[:, None] == shot[None, :]) & (shot[:, None] > 0)
         prompt = (segment[:, None] == SHOT_CLUE) & (segment[None, :] == SHOT_WORD) & own_shot
     else:
@@ -238,14 +237,11 @@ def layer_range(variant: variants.Variant) -> range:
 
 def applied(
     model: PreTrainedModel,
-    variant: str | variants.Variant | None,
+    variant: str | variants.Variant,
     annotation: prompts.Annotation,
     n_prompt: int,
-) -> Knockout | nullcontext:
-    """The knockout ``variant`` of one prompt (its annotation, prompt length ``n_prompt``) on ``model``
-    (``None``: a context that changes nothing)."""
-    if variant is None:
-        return nullcontext()
+) -> Knockout:
+    """The knockout ``variant`` of one prompt (its annotation, prompt length ``n_prompt``) on ``model``."""
     variant = variants.parse(variant) if isinstance(variant, str) else variant
     return Knockout(model, blocked_edges(annotation, n_prompt, variant), layer_range(variant))
 

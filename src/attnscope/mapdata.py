@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from attnscope.mapview import MapAxis, thesis_word_axis, token_axis, word_axis
 from attnscope.store import open_store
+
+if TYPE_CHECKING:
+    import zarr
 
 
 @dataclass
@@ -60,7 +63,12 @@ class PromptMaps:
 
 def read_prompt_maps(path: str | os.PathLike, target: str) -> PromptMaps:
     """The prompt of ``target`` (case-insensitive) in the store at ``path``."""
-    root = open_store(path)
+    return prompt_maps(open_store(path), target, path)
+
+
+def prompt_maps(root: zarr.Group, target: str, path: str | os.PathLike) -> PromptMaps:
+    """The prompt of ``target`` (case-insensitive) in the open store ``root`` (at ``path``, for the
+    error): its arrays are read through the store ``root`` was opened on."""
     groups = {entry["target"].casefold(): entry["group"] for entry in root.attrs["prompts"]}
     if target.casefold() not in groups:
         raise KeyError(f"{path}: no prompt for target {target!r} (targets: {', '.join(groups)})")

@@ -9,5 +9,5 @@ MATRIX_TYPES = ATTENTION_TYPES + MLP_TYPES
 """Per-layer matrices, in forward order."""
 EMBEDDING_TYPES = ("embed", "lm_head")
 """Optional: the input embedding and, when it is not tied to it, the LM head."""
-FORMS = ("raw", "folded")
+MATRIX_FORMS = ("raw", "folded")
 """The stored matrices (what the thesis measured) first; folded: W·diag(γ) of the RMSNorm it reads."""

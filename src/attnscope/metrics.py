@@ -300,9 +300,6 @@ def streamed_metrics(a: np.ndarray, layout: MapLayout) -> np.ndarray:
     )
 
 
-SUMMARY_STATS = ("n", "mean", "std", "min", "q25", "median", "q75", "max")
-
-
 def summarize(table: pd.DataFrame) -> pd.DataFrame:
     """Per layer, across prompts: the spread of every metric for the head-mean maps
     (``maps = head_mean``) and for the individual heads pooled (``maps = heads``)."""

@@ -313,18 +313,6 @@ def thesis_words_of(text: str, spans: Sequence[Span]) -> list[tuple[int, int, Sp
     return found
 
 
-def thesis_tokens(annotation: Annotation) -> list[int]:
-    """The tokens the thesis's figures draw: the shots' words and clues (their punctuation
-    too), the target, and the words the format adds in those turns ("Word"); never the chat
-    template, the instruction, ":" or the end marker."""
-    kept = (SHOT_WORD, SHOT_CLUE, TARGET)
-    return [
-        t
-        for t, (segment, word) in enumerate(zip(annotation.token_segment, annotation.thesis_token_word))
-        if segment in kept or word >= 0
-    ]
-
-
 def _token_chars(text: str, start: int, end: int) -> tuple[int, int]:
     """A token's character range without surrounding whitespace."""
     while start < end and text[start].isspace():

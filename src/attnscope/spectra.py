@@ -35,7 +35,7 @@ from torch import nn
 
 from attnscope.architecture import READS_NORM, attention_shape, decoder_layers, family, kv_head_index
 from attnscope.circuits import norm_scale
-from attnscope.matrices import EMBEDDING_TYPES, FORMS, MATRIX_TYPES
+from attnscope.matrices import EMBEDDING_TYPES, MATRIX_FORMS, MATRIX_TYPES
 from attnscope.models import torch_threads
 from attnscope.shape import SHAPE_COLUMNS, shape_metrics
 from attnscope.theory.rmt import gram, marchenko_pastur_edges
@@ -343,7 +343,7 @@ def spectra_table(
                 done[key] = spectrum_stats(lam, n_rows, n_cols, init_std, rand)
             rows.append({"layer": layer, "matrix": group.matrix, "form": group.form, **done[key]})
     order = {m: i for i, m in enumerate((EMBEDDING_TYPES[0], *MATRIX_TYPES, EMBEDDING_TYPES[1]))}
-    order |= {form: i for i, form in enumerate(FORMS)}
+    order |= {form: i for i, form in enumerate(MATRIX_FORMS)}
     df = pd.DataFrame(rows, columns=SPECTRA_COLUMNS)
     df = df.sort_values(
         ["form", "layer", "matrix"], key=lambda c: c if c.name == "layer" else c.map(order), kind="stable"

@@ -31,7 +31,7 @@ inclusive), e.g. ``qkscale-a2-L0-9``; without it they edit every layer.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +45,12 @@ _NUMBER = r"(?:\d+(?:\.\d+)?|\.\d+)"
 _RANGE = r"-L(?P<first>\d+)-(?P<last>\d+)"
 _LAYERS = rf"(?:{_RANGE})?"
 # The edge sets of a knockout (attnscope.knockout builds them; kept here so names parse without torch).
-EDGE_SETS = ("target-shotwords", "target-shotclues", "target-instruction", "across-shots", "clue-ownword")
+TARGET_SHOTWORDS = "target-shotwords"
+TARGET_SHOTCLUES = "target-shotclues"
+TARGET_INSTRUCTION = "target-instruction"
+ACROSS_SHOTS = "across-shots"
+CLUE_OWNWORD = "clue-ownword"
+EDGE_SETS = (TARGET_SHOTWORDS, TARGET_SHOTCLUES, TARGET_INSTRUCTION, ACROSS_SHOTS, CLUE_OWNWORD)
 _EDGES = "|".join(EDGE_SETS)
 PATTERNS = {
     "trained": re.compile(r"trained"),
@@ -59,13 +64,14 @@ PATTERNS = {
 }
 # For the Snakefile's wildcard_constraints: the same forms, without named groups.
 WILDCARD_REGEX = "|".join(re.sub(r"\(\?P<\w+>", "(?:", p.pattern) for p in PATTERNS.values())
-FORMS = (
+VARIANT_FORMS = (
     "trained, random-s<seed> (e.g. random-s0), qkscale-a<alpha> (e.g. qkscale-a2, qkscale-a0.5), "
     "qktop-r<r>-a<alpha> (e.g. qktop-r8-a2), qkflat; the last three optionally with a layer range "
     "-L<first>-<last> (e.g. qkscale-a2-L0-9); knockout-<edges>-L<first>-<last> (e.g. "
     "knockout-target-shotwords-L0-5) and its random control knockout-control-<edges>-s<seed>-L<first>-<last> "
     f"(e.g. knockout-control-target-shotwords-s0-L0-5), <edges> one of {', '.join(EDGE_SETS)}"
 )
+"""The forms of a variant name, as the error for a name of none of them lists them."""
 
 CONTROL_PREFIX = "control-"
 EDGE_CHOICES = (*EDGE_SETS, *(CONTROL_PREFIX + e for e in EDGE_SETS))
@@ -132,7 +138,13 @@ def parse(name: str) -> Variant:
         )
     if _NEGATIVE_ALPHA.fullmatch(name):
         raise ValueError(_ALPHA.format(name=name))
-    raise ValueError(f"unknown variant {name!r}; expected one of: {FORMS}")
+    raise ValueError(f"unknown variant {name!r}; expected one of: {VARIANT_FORMS}")
+
+
+def random_variants(names: Iterable[str]) -> list[str]:
+    """Every random-init variant (random-s<seed>) of ``names``: their seeds are replicates of one
+    init, so the claims, the evidence and the spectra figures take them together."""
+    return [n for n in names if parse(n).kind == "random"]
 
 
 def windows(options: Mapping[str, Any], num_layers: int) -> list[tuple[int, int]]:

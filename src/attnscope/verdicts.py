@@ -7,8 +7,9 @@ Three tables judge the thesis, and their words differ because what they judge di
   formula was tested (the thesis's own, its correction, or an extension the thesis does
   not state), because the table keeps a failed thesis formula next to its corrected one.
 - **Claims** (:mod:`attnscope.claims`) judge a statement about trained models on one run's
-  measurements against two bars, so a value between the bars is *inconclusive*, and a
-  claim the run has no data for is *not measured*.
+  measurements against two bars, so a value between the bars is *inconclusive*, a claim
+  the run has no data for is *not measured*, and a claim about the thesis's model that another
+  model contradicts is *not replicated on <model>* there (across models, a contradicted kind).
 - **Spectra observations** (:mod:`attnscope.spectra`) record two booleans per statement
   (does the learned/random ratio meet the criterion, is it in the thesis's range), stored
   as nullable booleans and written ``yes``/``no`` (``–`` where there is no value).
@@ -34,6 +35,18 @@ SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURED = (
     "not measured",
 )
 CLAIM_VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURED)
+NOT_REPLICATED = "not replicated on"
+"""The contradicted verdict of a claim about the thesis's model on another model, whose name follows."""
+
+
+def not_replicated_on(model: str) -> str:
+    """The contradicted verdict on ``model``, a model other than the thesis's."""
+    return f"{NOT_REPLICATED} {model}"
+
+
+def verdict_kind(verdict: str) -> str:
+    """The verdict without its model: ``not replicated on <model>`` is ``contradicted``."""
+    return CONTRADICTED if verdict.startswith(f"{NOT_REPLICATED} ") else verdict
 
 
 def yes_no(value: Any) -> str:

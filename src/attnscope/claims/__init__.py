@@ -16,6 +16,7 @@ words and clues; full rows; full rows without the first token) and every layer b
 band and says whether the others agree (``robust``); the sensitivity table lists them all.
 """
 
+from attnscope.claims.evaluation import evaluate, robustness, settings
 from attnscope.claims.records import (
     COLUMNS,
     SENSITIVITY_COLUMNS,
@@ -26,8 +27,7 @@ from attnscope.claims.records import (
 )
 from attnscope.claims.registry import CLAIMS
 from attnscope.claims.render import claims_html, claims_markdown, measured_on
-from attnscope.claims.table import evaluate, robustness, settings
-from attnscope.claims.tables import DEFAULT_BANDS, THESIS_CHOICE, pick_variant, random_variants
+from attnscope.claims.views import DEFAULT_BANDS, THESIS_CHOICE, pick_variant
 from attnscope.verdicts import CLAIM_VERDICTS as VERDICTS
 from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED, SUPPORTED
 
@@ -51,7 +51,6 @@ __all__ = [
     "evaluate",
     "measured_on",
     "pick_variant",
-    "random_variants",
     "robustness",
     "settings",
 ]

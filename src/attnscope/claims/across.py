@@ -16,12 +16,10 @@ import pandas as pd
 from attnscope import report
 from attnscope.claims.render import with_interval
 from attnscope.io import markdown_table
-from attnscope.verdicts import CONTRADICTED, NOT_MEASURED, SUPPORTED
+from attnscope.verdicts import CONTRADICTED, NOT_MEASURED, SUPPORTED, verdict_kind
 
 AGREE, DISAGREE, UNCLEAR, TOO_FEW = "yes", "no", "unclear", "–"
 AGREEMENT = (AGREE, DISAGREE, UNCLEAR, TOO_FEW)
-NOT_REPLICATED = "not replicated on "
-"""The prefix of the contradicted verdict on a model other than the thesis's."""
 
 ACROSS_COLUMNS = [
     "claim",
@@ -39,11 +37,6 @@ ACROSS_COLUMNS = [
     "verdict_kind",
     "models_agree",
 ]
-
-
-def verdict_kind(verdict: str) -> str:
-    """The verdict without its model: ``not replicated on <model>`` is ``contradicted``."""
-    return CONTRADICTED if verdict.startswith(NOT_REPLICATED) else verdict
 
 
 def agreement(kinds: list[str]) -> str:

@@ -12,18 +12,18 @@ import pandas as pd
 
 from attnscope import stats
 from attnscope.claims.records import Result, Setting, Thresholds, equivalence_of, not_measured, verdict_of
-from attnscope.claims.tables import (
+from attnscope.claims.views import (
     PromptTable,
     band_mean,
     layer_bands,
     paired_table,
     pick_variant,
     prompt_table,
-    random_variants,
 )
 from attnscope.evidence import Evidence
 from attnscope.stats import Interval
 from attnscope.store import HEAD_MEAN
+from attnscope.variants import random_variants
 from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED, SUPPORTED
 
 METRIC_NAMES = {"row_entropy": "normalised entropy", "self_mass": "self mass"}

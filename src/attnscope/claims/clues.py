@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from attnscope import stats
 from attnscope.claims.records import Result, Setting, Thresholds, not_measured, verdict_of
-from attnscope.claims.tables import PromptTable, paired_table, pick_variant, prompt_table
+from attnscope.claims.views import PromptTable, paired_table, pick_variant, prompt_table
 from attnscope.evidence import Evidence
 from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 

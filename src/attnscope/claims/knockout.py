@@ -9,9 +9,8 @@ from attnscope import effects
 from attnscope.claims.records import Result, Setting, Thresholds, equivalence_of, not_measured
 from attnscope.evidence import Evidence
 from attnscope.stats import Interval
+from attnscope.variants import ACROSS_SHOTS, TARGET_SHOTWORDS
 from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED
-
-SHOT_WORDS, ACROSS_SHOTS = "target-shotwords", "across-shots"
 
 
 def _rows(ev: Evidence, edges: str, controls: bool) -> pd.DataFrame | None:
@@ -33,10 +32,10 @@ def built_from_shots(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
     as many random edges: in some window the paired excess drop (control's Δ − the set's Δ, per
     token) has its interval above 0 and a sign-flip p < alpha (BH over windows); contradicted
     when every window's interval lies at or below 0."""
-    rows = _rows(ev, SHOT_WORDS, controls=True)
+    rows = _rows(ev, TARGET_SHOTWORDS, controls=True)
     table = None if rows is None else effects.effects_table(rows, th.alpha)
     if table is None or table["vs_control"].isna().all():
-        return not_measured(f"no knockout of {SHOT_WORDS} with its random control ran", "knockout")
+        return not_measured(f"no knockout of {TARGET_SHOTWORDS} with its random control ran", "knockout")
     compared = table.dropna(subset=["vs_control"])
     windows = {
         w: _interval(r, "vs_control", -1.0) for w, r in zip(compared["window"], compared.to_dict("records"))
@@ -50,7 +49,9 @@ def built_from_shots(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
         verdict = INCONCLUSIVE
     strongest = max(windows, key=lambda w: windows[w].estimate)
     text = "; ".join(f"{w}: {i} (adjusted p {p[w]:.2g})" for w, i in windows.items())
-    measured = f"excess drop in log-probability per clue token, {SHOT_WORDS} over its random control: {text}"
+    measured = (
+        f"excess drop in log-probability per clue token, {TARGET_SHOTWORDS} over its random control: {text}"
+    )
     names = ", ".join(compared["variant"].tolist() + compared["versus"].tolist())
     n_seeds = rows["experiment"].nunique()
     return Result(verdict, windows[strongest], measured, f"trained, {names}", n_seeds, draws="shot draw")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from attnscope import stats
-from attnscope.claims.tables import band_name
+from attnscope.claims.views import band_name
 from attnscope.stats import Interval
 from attnscope.store import WEIGHTS
 from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED, SUPPORTED

@@ -30,7 +30,12 @@ def ablation_bar(way: str) -> str:
     )
 
 
-MAPS, BANDS, FORMS, NULLS = ("choice",), ("choice", "band"), ("form", "scale_free"), ("null",)
+VARY_MAPS = ("choice",)
+VARY_BANDS = ("choice", "band")
+VARY_FORMS = ("form", "scale_free")
+VARY_NULLS = ("null",)
+"""What a claim is measured under (:attr:`attnscope.claims.records.Claim.varies`): the maps' choice,
+with their layer bands, the weights' form and scale, or the null."""
 CLAIMS = (
     Claim(
         "early-diagonal",
@@ -40,7 +45,7 @@ CLAIMS = (
         "visible keys)",
         "supported ≥ {t.dominant_share:.0%}; contradicted < {t.dominant_share:.0%}",
         early_diagonal,
-        BANDS,
+        VARY_BANDS,
     ),
     Claim(
         "middle-dispersed",
@@ -49,7 +54,7 @@ CLAIMS = (
         "normalised row entropy, middle band − early band",
         "supported ≥ +{t.entropy_step:g}; contradicted ≤ 0",
         entropy_step("middle", "early", +1),
-        BANDS,
+        VARY_BANDS,
     ),
     Claim(
         "late-contracting",
@@ -58,7 +63,7 @@ CLAIMS = (
         "normalised row entropy, late band − middle band",
         "supported ≤ −{t.entropy_step:g}; contradicted ≥ 0",
         entropy_step("late", "middle", -1),
-        BANDS,
+        VARY_BANDS,
     ),
     Claim(
         "late-diagonal",
@@ -67,7 +72,7 @@ CLAIMS = (
         "share of diagonally dominant rows, late band − early band",
         "supported within ±{t.resemblance:g} (equivalence); contradicted wholly outside",
         late_resembles_early,
-        BANDS,
+        VARY_BANDS,
     ),
     Claim(
         "within-shot",
@@ -79,7 +84,7 @@ CLAIMS = (
         "supported ≥ {t.boundary_drop:g} and above the drops at placebo boundaries and permuted shot labels; "
         "contradicted ≤ 0",
         within_shot,
-        MAPS,
+        VARY_MAPS,
     ),
     Claim(
         "built-from-shots",
@@ -111,7 +116,7 @@ CLAIMS = (
         "uniform rows over ≥ 10 keys)",
         "supported ≥ {t.small_mass:.0%}; contradicted < {t.small_mass:.0%}",
         value_domain,
-        MAPS,
+        VARY_MAPS,
     ),
     Claim(
         "cosine-weak",
@@ -121,7 +126,7 @@ CLAIMS = (
         "input-embedding cosine over the query–key pairs of the choice, head-mean maps and every head",
         "supported < {t.weak_correlation:g}; contradicted ≥ {t.strong_correlation:g}",
         cosine_weak,
-        MAPS,
+        VARY_MAPS,
     ),
     Claim(
         "random-uniform",
@@ -130,7 +135,7 @@ CLAIMS = (
         "normalised row entropy of the random-s<seed> models, lowest layer mean",
         "supported ≥ {t.uniform_entropy:g}; contradicted < {t.uniform_entropy_contradicted:g}",
         random_uniform,
-        MAPS,
+        VARY_MAPS,
     ),
     Claim(
         "alpha-up-entropy",
@@ -139,7 +144,7 @@ CLAIMS = (
         "normalised entropy, trained − α=2, paired per prompt and layer",
         ablation_bar("lower"),
         ablation("row_entropy", "up", -1),
-        MAPS,
+        VARY_MAPS,
     ),
     Claim(
         "alpha-up-self",
@@ -148,7 +153,7 @@ CLAIMS = (
         "self mass, α=2 − trained, paired per prompt and layer; and α=2's self mass",
         ablation_bar("higher") + "; and α=2's self mass ≥ {t.predominant:g} (contradicted if wholly below)",
         alpha_up_self,
-        MAPS,
+        VARY_MAPS,
     ),
     Claim(
         "alpha-down-entropy",
@@ -157,7 +162,7 @@ CLAIMS = (
         "normalised entropy, α=½ − trained, paired per prompt and layer",
         ablation_bar("higher"),
         ablation("row_entropy", "down", 1),
-        MAPS,
+        VARY_MAPS,
     ),
     Claim(
         "alpha-up-copies",
@@ -200,7 +205,7 @@ CLAIMS = (
         "min / median / max in the measured text), interval over the init seeds",
         "supported ≥ {t.layer_share:.0%} of layers; contradicted ≤ {t.layer_share_contradicted:.0%}",
         spectrum_rows,
-        FORMS,
+        VARY_FORMS,
     ),
     Claim(
         "alignment-layer-small",
@@ -209,7 +214,7 @@ CLAIMS = (
         "share of layers with |z| ≤ {t.alignment_z:g} against random init (trained)",
         "supported ≥ {t.layer_share:.0%}; contradicted ≤ {t.layer_share_contradicted:.0%}",
         alignment_small("layer"),
-        NULLS,
+        VARY_NULLS,
     ),
     Claim(
         "alignment-head-small",
@@ -218,7 +223,7 @@ CLAIMS = (
         "share of query heads with |z| ≤ {t.alignment_z:g} against random init (trained)",
         "supported ≥ {t.layer_share:.0%}; contradicted ≤ {t.layer_share_contradicted:.0%}",
         alignment_small("head"),
-        NULLS,
+        VARY_NULLS,
     ),
     Claim(
         "alignment-head-cosine",
@@ -227,6 +232,6 @@ CLAIMS = (
         "share of query heads with |cosine|·√n ≤ {t.alignment_z:g}, cosine = Tr(W_qᵀW_k) / (‖W_q‖_F‖W_k‖_F)",
         "supported ≥ {t.layer_share:.0%}; contradicted ≤ {t.layer_share_contradicted:.0%}",
         alignment_small("head", scale_free=True),
-        NULLS,
+        VARY_NULLS,
     ),
 )

@@ -9,11 +9,12 @@ import numpy as np
 import pandas as pd
 
 from attnscope import report
-from attnscope.claims.tables import random_variants
 from attnscope.evidence import Evidence
 from attnscope.io import markdown_table
 from attnscope.stats import Interval
+from attnscope.variants import random_variants
 from attnscope.verdicts import CLAIM_VERDICTS as VERDICTS
+from attnscope.verdicts import not_replicated_on
 
 
 def measured_on(ev: Evidence) -> str:
@@ -31,7 +32,7 @@ def measured_on(ev: Evidence) -> str:
             ""
             if ev.thesis_model
             else f" Claims the thesis made about Mistral-7B that this model does not show read "
-            f"*not replicated on {ev.model}*, not contradicted."
+            f"*{not_replicated_on(ev.model)}*, not contradicted."
         )
     )
 

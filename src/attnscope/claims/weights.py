@@ -11,7 +11,7 @@ import pandas as pd
 from attnscope.claims.records import Result, Setting, Thresholds, not_measured, verdict_of
 from attnscope.comparison import OBSERVATIONS, Observation
 from attnscope.evidence import Evidence
-from attnscope.matrices import FORMS
+from attnscope.matrices import MATRIX_FORMS
 from attnscope.stats import Interval
 
 
@@ -20,7 +20,7 @@ def _layer_values(table: pd.DataFrame, form: str, matrix: str, column: str | Cal
     rows = table[table["matrix"] == matrix]
     if "form" in rows:
         rows = rows[rows["form"] == form]
-    elif form != FORMS[0]:
+    elif form != MATRIX_FORMS[0]:
         rows = rows.iloc[:0]
     values = column(rows) if callable(column) else rows[column]
     return pd.Series(np.asarray(values, np.float64), index=rows["layer"].to_numpy())

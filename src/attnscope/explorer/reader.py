@@ -7,8 +7,8 @@ holds it (plus the shard's index); a :class:`CountingStore` counts those reads f
 Metadata (the stores' ``zarr.json``) is read once and cached. Nothing is written: the stores
 are opened read-only.
 
-Each map is of a kind (:data:`KINDS`): the attention weights, the value-weighted maps (arrays that
-stores written before them lack: the kind is then unavailable for that store, and said so), or
+Each map is of a kind (:data:`KINDS`): the attention weights, the value-weighted maps (a store
+whose value arrays are missing cannot give the kind, and says so), or
 the attention rollout, computed here from the head-mean maps (:mod:`attnscope.rollout`). A head's
 row of the head table and its head-type scores are read from the heads jobs' Parquet files.
 """
@@ -191,7 +191,7 @@ def pool_words(values: np.ndarray, membership: np.ndarray, mean_query: bool) -> 
 
 def value_reason(path: Path, groups: list[str]) -> str | None:
     """Why the store at ``path`` has no value-weighted maps (None: every prompt group holds
-    :data:`VALUE_ARRAYS`); stores written before those arrays were added have none."""
+    :data:`VALUE_ARRAYS`, as every store of this version does unless arrays were removed)."""
     missing = [
         f"{group}/{name}"
         for group in groups
@@ -200,11 +200,6 @@ def value_reason(path: Path, groups: list[str]) -> str | None:
     ]
     if not missing:
         return None
-    if len(missing) == len(groups) * len(VALUE_ARRAYS):
-        return (
-            f"the store has no value-weighted arrays ({', '.join(VALUE_ARRAYS)}): it was written before "
-            "they were added; rerun its extract_attention job for them"
-        )
     more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
     return f"value-weighted arrays missing: {', '.join(missing[:3])}{more}; {RERUN}"
 
@@ -427,8 +422,7 @@ class StoreReader:
         if group not in targets:
             raise NotFound(f"{entry.id}: no prompt group {group!r} (groups: {', '.join(targets)})")
         try:
-            maps = mapdata.read_prompt_maps(entry.path, targets[group])
-            maps.group = entry.root[group]  # reads through the counting store
+            maps = mapdata.prompt_maps(entry.root, targets[group], entry.path)
         except Exception as err:  # a removed store or a malformed prompt group: zarr raises many types
             raise StoreError(
                 f"{entry.id}: prompt group {group!r} unreadable ({type(err).__name__}); {RERUN}"

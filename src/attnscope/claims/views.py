@@ -13,6 +13,7 @@ import pandas as pd
 
 from attnscope import stats
 from attnscope import variants as variant_names
+from attnscope.effects import PROMPT_KEYS
 from attnscope.stats import Interval
 
 THESIS_CHOICE = "words"
@@ -66,7 +67,8 @@ class PromptTable:
         return stats.cluster_interval(self.values, self.targets, of_columns)
 
 
-PROMPT_KEYS = ["experiment", "prompt_index", "target"]
+PROMPT_TARGET_KEYS = [*PROMPT_KEYS, "target"]
+"""A prompt's keys and its target word, the cluster the bootstrap resamples."""
 
 
 def prompt_table(
@@ -78,7 +80,9 @@ def prompt_table(
         rows = rows[rows["choice"] == choice]
     if rows.empty:
         return None
-    wide = rows.set_index(["variant", *PROMPT_KEYS, "layer"])[list(metrics)].unstack("layer").sort_index()
+    wide = (
+        rows.set_index(["variant", *PROMPT_TARGET_KEYS, "layer"])[list(metrics)].unstack("layer").sort_index()
+    )
     num_layers = wide.columns.get_level_values("layer").nunique()
     seeds = rows.drop_duplicates(["variant", "seed"])
     return PromptTable(
@@ -131,8 +135,3 @@ def pick_variant(
         distance = abs(np.log(v.alpha / target)) if target and v.alpha else 0.0
         candidates.append((distance, name))
     return min(candidates)[1] if candidates else None
-
-
-def random_variants(names: Iterable[str]) -> list[str]:
-    """Every random-init variant (random-s<seed>): their seeds are replicates of one init."""
-    return [n for n in names if variant_names.parse(n).kind == "random"]

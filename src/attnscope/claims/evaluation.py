@@ -19,11 +19,11 @@ from attnscope.claims.records import (
     Thresholds,
 )
 from attnscope.claims.registry import CLAIMS
-from attnscope.claims.tables import DEFAULT_BANDS, THESIS_CHOICE, band_name
+from attnscope.claims.views import DEFAULT_BANDS, THESIS_CHOICE, band_name
 from attnscope.evidence import Evidence
-from attnscope.matrices import FORMS
+from attnscope.matrices import MATRIX_FORMS
 from attnscope.store import VALUE_WEIGHTED
-from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED
+from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED, not_replicated_on
 
 
 def settings(claim: Claim, ev: Evidence, bands: Sequence[str | int]) -> list[Setting]:
@@ -33,7 +33,7 @@ def settings(claim: Claim, ev: Evidence, bands: Sequence[str | int]) -> list[Set
     options = {
         "choice": choices,
         "band": list(bands),
-        "form": list(FORMS),
+        "form": list(MATRIX_FORMS),
         "scale_free": [False, True],
         "null": ["formula", "init seeds"],
     }
@@ -48,7 +48,7 @@ def settings(claim: Claim, ev: Evidence, bands: Sequence[str | int]) -> list[Set
 
 def _verdict_on(ev: Evidence, verdict: str) -> str:
     """A contradicted claim about Mistral-7B is *not replicated* on another model."""
-    return verdict if ev.thesis_model or verdict != CONTRADICTED else f"not replicated on {ev.model}"
+    return verdict if ev.thesis_model or verdict != CONTRADICTED else not_replicated_on(ev.model)
 
 
 @dataclass
