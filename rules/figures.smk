@@ -152,7 +152,7 @@ rule head_types_figure:
             labels={"variant": "{variant}", "figure": attnscope_stems.HEAD_FIGURES["head_types"]},
         ),
     params:
-        threshold=lambda wc: config["heads"]["threshold"],
+        heads=lambda wc: config["heads"],  # the threshold types the heads; the caption names the probe
         dpi=lambda wc: config["figures"]["dpi"],
     log:
         "results/logs/head_types_figure/{model}/{variant}.log",

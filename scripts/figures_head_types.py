@@ -16,6 +16,8 @@ title = (
     f"{bos}2 × {probe['probe_length']} repeated random tokens (seed {probe['seed']})"
 )
 plots.save_figure(
-    plots.plot_head_types(table, p.threshold, title), [snakemake.output.png, snakemake.output.svg], p.dpi
+    plots.plot_head_types(table, p.heads["threshold"], title),
+    [snakemake.output.png, snakemake.output.svg],
+    p.dpi,
 )
-log.info("head types of %s/%s at threshold %g", meta["model"], meta["variant"], p.threshold)
+log.info("head types of %s/%s at threshold %g", meta["model"], meta["variant"], p.heads["threshold"])
