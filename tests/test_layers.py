@@ -55,6 +55,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "attnscope.mapdata",
         "attnscope.metrics",
         "attnscope.models",
+        "attnscope.promptgroup",
         "attnscope.rollout",
         "attnscope.spectra",
         "attnscope.spectrastore",

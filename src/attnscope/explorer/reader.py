@@ -181,7 +181,7 @@ def word_membership(attrs: dict[str, Any], level: str) -> np.ndarray:
 def pool_words(values: np.ndarray, membership: np.ndarray, mean_query: bool) -> np.ndarray:
     """A map [query, key] over all tokens as a word map [query_word, key_word]: summed over the
     subword pairs of two words (``word_attn_sum``), or with ``mean_query`` averaged over the query
-    word's subwords (``word_attn_mean_query``), as ``attention.word_maps`` pools the stored maps."""
+    word's subwords (``word_attn_mean_query``), as ``promptgroup.word_maps`` pools the stored maps."""
     summed = membership.T @ values @ membership
     if not mean_query:
         return summed
