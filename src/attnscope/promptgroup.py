@@ -74,7 +74,7 @@ import torch
 from zarr.codecs import BloscCodec
 
 from attnscope import choices, metrics, prompts, zarrwrite
-from attnscope.store import DIMENSIONS, WORD_SEGMENTS, word_membership_matrix
+from attnscope.store import DIMENSIONS, WORD_SEGMENTS, pool_words, query_word_means, word_membership_matrix
 
 CHUNK_BYTES = 16 << 20
 """Largest ``attn`` chunk (long prompts get fewer heads per chunk)."""
@@ -124,10 +124,8 @@ def word_maps(a: np.ndarray | torch.Tensor, membership: np.ndarray) -> tuple[np.
     """(sum, mean over query subwords) of a [query, key] map aggregated to [query_word, key_word],
     in float32 (computed in torch: the capture calls it for every layer inside the forward pass)."""
     m = torch.from_numpy(membership)
-    summed = m.T @ torch.as_tensor(a).float() @ m
-    counts = m.sum(dim=0)[:, None]
-    mean_query = torch.where(counts > 0, summed / counts.clamp(min=1), 0.0)
-    return summed.numpy(), mean_query.numpy()
+    summed = pool_words(torch.as_tensor(a).float(), m)
+    return summed.numpy(), query_word_means(summed, m).numpy()
 
 
 def value_weighted(weights: torch.Tensor, norms: torch.Tensor) -> torch.Tensor:
