@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     (
         "attnscope.architecture",
         "attnscope.config",
+        "attnscope.configfile",
         "attnscope.evidence",
         "attnscope.mapview",
         "attnscope.prompts",

@@ -7,8 +7,8 @@ holds it (plus the shard's index); a :class:`CountingStore` counts those reads f
 Metadata (the stores' ``zarr.json``) is read once and cached. Nothing is written: the stores
 are opened read-only.
 
-Each map is of a kind (:data:`attnscope.explorer.kinds.KINDS`): the attention weights, the value-weighted maps (a store
-whose value arrays are missing cannot give the kind, and says so), or
+Each map is of a kind (:data:`attnscope.explorer.kinds.KINDS`): the attention weights, the
+value-weighted maps (a store whose value arrays are missing cannot give the kind, and says so), or
 the attention rollout, computed here from the head-mean maps (:mod:`attnscope.rollout`). A head's
 row of the head table and its head-type scores are read from the heads jobs' Parquet files.
 """
