@@ -27,6 +27,7 @@ from pathlib import Path
 from snakemake.utils import min_version
 
 from attnscope import config as attnscope_config
+from attnscope import configfile as attnscope_configfile
 from attnscope import mapview as attnscope_mapview
 from attnscope import paths as attnscope_paths
 from attnscope.plots import stems as attnscope_stems
@@ -36,15 +37,15 @@ min_version("9.0")
 
 
 if Path("config.yaml").is_file():  # before Snakemake reads it: a syntax error with its line and column
-    attnscope_config.check_yaml_file("config.yaml")
+    attnscope_configfile.check_yaml_file("config.yaml")
 
 
 configfile: "config.yaml"
 
 
 for _configfile in workflow.configfiles:
-    attnscope_config.check_yaml_file(_configfile)
-attnscope_config.validate(config, Path(workflow.basedir, "schemas", "config.schema.yaml"))
+    attnscope_configfile.check_yaml_file(_configfile)
+attnscope_configfile.validate(config, Path(workflow.basedir, "schemas", "config.schema.yaml"))
 PLAN = attnscope_config.plan(config)
 for _warning in PLAN.warnings:  # also in results/logs/check_targets/ and results/data/targets/
     print(f"warning: {_warning}", file=sys.stderr)

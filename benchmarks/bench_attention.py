@@ -62,7 +62,7 @@ from threadpoolctl import threadpool_limits
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import OUT, best_of, embedded_model_dir, write  # noqa: E402
 
-from attnscope import attention, choices, data, metrics, models, prompts, zarrwrite  # noqa: E402
+from attnscope import attention, choices, data, metrics, models, promptgroup, prompts, zarrwrite  # noqa: E402
 from attnscope.store import open_store, prompt_groups  # noqa: E402
 
 TARGET = "Ant"
@@ -200,15 +200,15 @@ class Runner:
 
 PHASES = {
     "input cosine": (attention, "input_cosine"),
-    "layer hooks (all below)": (attention._PromptGroup, "add_layer"),
+    "layer hooks (all below)": (promptgroup.PromptGroup, "add_layer"),
     "  shard writes (attn, head_mean)": (zarrwrite.ShardWriter, "write"),
-    "  word maps": (attention, "word_maps"),
+    "  word maps": (promptgroup, "word_maps"),
     "  streamed metrics": (metrics, "streamed_metrics"),
-    "  singular values": (attention, "singular_values"),
+    "  singular values": (promptgroup, "singular_values"),
     "  analysis choices": (choices, "stored_choices"),
-    "  value-weighted maps (their products and shares)": (attention._PromptGroup, "_add_value_layer"),
-    "create (arrays)": (attention._PromptGroup, "create"),
-    "finish (whole arrays, group)": (attention._PromptGroup, "finish"),
+    "  value-weighted maps (their products and shares)": (promptgroup.PromptGroup, "_add_value_layer"),
+    "create (arrays)": (promptgroup.PromptGroup, "create"),
+    "finish (whole arrays, group)": (promptgroup.PromptGroup, "finish"),
 }
 """The functions a profiled extraction times (wrapped with a timer in place): where its
 seconds go beside the forward pass."""
@@ -290,8 +290,8 @@ def svd_seconds(heads: np.ndarray, means: np.ndarray, repeats: int) -> dict[str,
 
     def capture(threads: int) -> None:
         for layer in heads:
-            attention.singular_values(layer, threads)
-        attention.singular_values(means, threads)
+            promptgroup.singular_values(layer, threads)
+        promptgroup.singular_values(means, threads)
 
     def torch_svdvals() -> None:
         for layer, mean in zip(heads, means):
@@ -310,7 +310,7 @@ def encode_seconds(maps: np.ndarray, repeats: int) -> float:
     """Best time to encode every layer's heads-last ``attn`` chunk with the store's compressor
     (the part of capture + write that is compression alone)."""
     chunks = [np.ascontiguousarray(layer.transpose(1, 2, 0)) for layer in maps]
-    encoder = zarrwrite.blosc_encoder(attention.COMPRESSOR)
+    encoder = zarrwrite.blosc_encoder(promptgroup.COMPRESSOR)
     return best_of(repeats, lambda: [encoder.encode(chunk) for chunk in chunks])[0]
 
 

@@ -15,7 +15,7 @@ views) spread over 1, 10 or 20 client threads, each request on its own connectio
 page loads or several users make them. The synthetic store has the shape of Mistral-7B
 (32 layers × 32 heads × 1024 tokens, 30 prompts; per-head maps kept for the first prompt, as
 ``attention.keep_heads`` keeps them for chosen targets) and is written with the writer and
-chunking ``attention.extract`` uses (``zarrwrite.ShardWriter``, ``attention.COMPRESSOR``, heads last).
+chunking ``attention.extract`` uses (``zarrwrite.ShardWriter``, ``promptgroup.COMPRESSOR``, heads last).
 Each measured store's figures go to ``benchmarks/out/explorer-{store}.json``.
 """
 
@@ -48,7 +48,7 @@ def write_synthetic(
     """A store of Mistral-7B's shape (by default) under
     ``out/attention/synthetic/trained/L{layers}-H{heads}-T{tokens}.zarr``: causal rows (seeded
     random, normalised), float16, the chunks of ``attention.extract``."""
-    from attnscope import attention  # torch: only for writing
+    from attnscope import promptgroup  # torch: only for writing
 
     path = out / "attention" / "synthetic" / "trained" / f"L{num_layers}-H{num_heads}-T{n}.zarr"
     if (path / "zarr.json").exists():
@@ -64,7 +64,7 @@ def write_synthetic(
     for p in range(prompts):
         directory = path / f"{p:03d}"
         keep_heads = p == 0
-        g = max(1, min(num_heads, attention.CHUNK_BYTES // (2 * n * n)))
+        g = max(1, min(num_heads, promptgroup.CHUNK_BYTES // (2 * n * n)))
 
         def writer(name, shape, chunks, order=None, directory=directory):
             return zarrwrite.ShardWriter(
@@ -72,14 +72,14 @@ def write_synthetic(
                 shape,
                 "float16",
                 chunks,
-                attention.COMPRESSOR,
+                promptgroup.COMPRESSOR,
                 store.DIMENSIONS[name],
                 order,
             )
 
         head_mean = writer("head_mean", (num_layers, n, n), (1, n, n))
         attn = (
-            writer("attn", (num_layers, num_heads, n, n), (1, g, n, n), attention.HEADS_LAST)
+            writer("attn", (num_layers, num_heads, n, n), (1, g, n, n), promptgroup.HEADS_LAST)
             if keep_heads
             else None
         )
@@ -109,7 +109,7 @@ def write_synthetic(
                 data.shape,
                 data.dtype.name,
                 data.shape,
-                attention.COMPRESSOR,
+                promptgroup.COMPRESSOR,
                 store.DIMENSIONS[name],
             )
             array.write((0,) * data.ndim, data)

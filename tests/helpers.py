@@ -25,7 +25,7 @@ import zarr
 from threadpoolctl import threadpool_limits
 from zarr.codecs import BloscCodec
 
-from attnscope import attention, choices, chunks, metrics, prompts, store
+from attnscope import attention, choices, chunks, metrics, promptgroup, prompts, store
 from attnscope.explorer import StoreReader, make_server
 from tests.conftest import REPO, snakemake_command, workflow_config
 
@@ -637,19 +637,19 @@ def _derived_arrays(group: zarr.Group) -> dict[str, tuple[tuple, np.ndarray]]:
                 ]
             ),
         )
-        summed = np.stack([attention.word_maps(m, words)[0] for m in head_mean])
+        summed = np.stack([promptgroup.word_maps(m, words)[0] for m in head_mean])
         derived[f"{prefix}word_attn_sum"] = (every, summed)
         if prefix:
             continue
         derived["word_attn_mean_query"] = (
             every,
-            np.stack([attention.word_maps(m, words)[1] for m in head_mean]),
+            np.stack([promptgroup.word_maps(m, words)[1] for m in head_mean]),
         )
         derived["thesis_word_attn_sum"] = (
             every,
-            np.stack([attention.word_maps(m, thesis_words)[0] for m in head_mean]),
+            np.stack([promptgroup.word_maps(m, thesis_words)[0] for m in head_mean]),
         )
-        singular = np.stack([attention.singular_values(layer) for layer in maps])
+        singular = np.stack([promptgroup.singular_values(layer) for layer in maps])
         derived["singular_values"] = (kept, singular)
         if heads is not None:
             total = heads[:, 0].astype(np.float32)

@@ -23,7 +23,7 @@ import zarr
 from threadpoolctl import threadpool_limits
 
 import attnscope
-from attnscope import architecture, attention, capture, choices, metrics, models, prompts, store
+from attnscope import architecture, attention, capture, choices, metrics, models, promptgroup, prompts, store
 from tests.conftest import REPO
 from tests.helpers import (
     SPEC,
@@ -259,7 +259,7 @@ def test_value_weighted_maps_equal_a_dense_reference(fixture, request, sample_cl
     with torch.inference_mode(), capture.ValueNorms(model) as values:
         model(input_ids=torch.tensor([list(ids)]))
     computed = np.stack(
-        [attention.value_weighted(alpha[layer], values.norms[layer]).numpy() for layer in range(len(alpha))]
+        [promptgroup.value_weighted(alpha[layer], values.norms[layer]).numpy() for layer in range(len(alpha))]
     )
     np.testing.assert_allclose(computed, reference, rtol=1e-5, atol=1e-5 * reference.max())
     path = extract(model, tokenizer, table, tmp_path / "s.zarr", keep_heads="all")
@@ -465,7 +465,7 @@ def test_heads_are_kept_only_for_the_chosen_targets(llama_store):
 def test_word_maps_by_hand():
     a = np.tril(np.ones((4, 4))) / np.arange(1, 5)[:, None]
     membership = np.array([[1, 0], [1, 0], [0, 0], [0, 1]], dtype=np.float32)  # word 0 = tokens 0, 1
-    summed, mean_query = attention.word_maps(a, membership)
+    summed, mean_query = promptgroup.word_maps(a, membership)
     np.testing.assert_allclose(summed, [[1 + 0.5 + 0.5, 0], [0.25 + 0.25, 0.25]])
     np.testing.assert_allclose(mean_query, [[1.0, 0], [0.5, 0.25]])
 
@@ -707,13 +707,13 @@ SLOW_EXTRACT = textwrap.dedent(
     model_dir, table_path, store = sys.argv[1:]
     loaded = models.load_model(model_dir)
     inputs = attention.prompt_inputs(pd.read_parquet(table_path), loaded.tokenizer)
-    finish = attention._PromptGroup.finish
+    finish = promptgroup.PromptGroup.finish
 
     def slow_finish(self):  # make the kill land mid-run
         finish(self)
         time.sleep(0.5)
 
-    attention._PromptGroup.finish = slow_finish
+    promptgroup.PromptGroup.finish = slow_finish
     attention.extract(loaded.model, inputs, store, {"config_digest": "test"}, progress=False)
     """
 )

@@ -4,6 +4,8 @@ measured' without the input; the robust column, the framing and the replicates."
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -221,6 +223,18 @@ def test_within_shot_from_constructed_drops():
     permuted = evidence(choices(boundary_drop=0.5, permuted_drop=0.5))
     assert verdict(permuted, "within-shot") == claims.INCONCLUSIVE
     assert "minus the permuted labels' drop" in row_of(permuted, "within-shot")["measured"]
+
+
+def test_targets_without_a_measured_layer_raise_no_warning():
+    """A target whose prompts have no boundary drop in any layer (not identifiable there) is a
+    cluster with nothing to average: NaN, not the warning for the mean of an empty slice."""
+    table = choices()
+    unmeasured = table["prompt_index"] < 5
+    table.loc[unmeasured, ["boundary_drop", "placebo_drop", "permuted_drop", "small_mass"]] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        row = row_of(evidence(table), "within-shot")
+    assert row["verdict"] == claims.SUPPORTED
 
 
 def test_value_domain_fails_one_hot_maps_and_passes_uniform_ones():

@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from attnscope import config as cfg
+from attnscope import configfile
 from attnscope.mapview import MAP_KINDS
 from tests.conftest import REPO, snakemake_command, workflow_config
 
@@ -18,7 +19,7 @@ def default_config() -> dict:
 
 
 def checked(config: dict) -> cfg.Plan:
-    cfg.validate(config, SCHEMA)
+    configfile.validate(config, SCHEMA)
     return cfg.plan(config)
 
 
@@ -51,9 +52,9 @@ def test_default_config_is_valid_and_gets_defaults():
 def test_the_schema_offers_the_map_kinds_that_are_drawn():
     """figures.maps kinds: the schema's enum and default are the kinds plots.attention_figure
     draws and the report labels (attnscope.mapview.MAP_KINDS)."""
-    kinds = cfg.load_schema(SCHEMA)["properties"]["figures"]["properties"]["maps"]["items"]["properties"][
-        "kinds"
-    ]
+    kinds = configfile.load_schema(SCHEMA)["properties"]["figures"]["properties"]["maps"]["items"][
+        "properties"
+    ]["kinds"]
     assert sorted(kinds["items"]["enum"]) == sorted(MAP_KINDS)
     assert set(kinds["default"]) <= set(MAP_KINDS)
 
@@ -69,9 +70,9 @@ def test_the_schema_offers_the_map_kinds_that_are_drawn():
 )
 def test_config_slices_are_keys_of_their_section(section, keys):
     """A slice names keys the schema has (a misspelt key would fail at every job, not here)."""
-    assert set(keys) <= set(cfg.load_schema(SCHEMA)["properties"][section]["properties"])
+    assert set(keys) <= set(configfile.load_schema(SCHEMA)["properties"][section]["properties"])
     config = default_config()
-    cfg.validate(config, SCHEMA)
+    configfile.validate(config, SCHEMA)
     assert list(cfg.config_slice(config, section, keys)) == list(keys)
 
 
@@ -252,7 +253,7 @@ def test_duplicate_yaml_keys_are_refused(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_text("experiments:\n  a: {category: Animals, k: 3}\n  a: {category: Animals, k: 5}\n")
     with pytest.raises(cfg.ConfigError, match=r"config.yaml:3: duplicate key 'a' \(first on line 2\)"):
-        cfg.check_yaml_file(path)
+        configfile.check_yaml_file(path)
 
 
 @pytest.mark.parametrize(
@@ -271,7 +272,7 @@ def test_a_yaml_syntax_error_names_file_line_and_column(tmp_path, text, where, p
     path = tmp_path / "config.yaml"
     path.write_text(text)
     with pytest.raises(cfg.ConfigError) as error:
-        cfg.check_yaml_file(path)
+        configfile.check_yaml_file(path)
     message = str(error.value)
     assert message.startswith(f"{tmp_path}/{where}: not valid YAML") and problem in message, message
     assert "indent with spaces" in message

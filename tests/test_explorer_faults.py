@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from attnscope.explorer import StoreReader, server
-from attnscope.explorer.reader import StoreError
+from attnscope.explorer.errors import StoreError
 from tests.conftest import REPO
 from tests.helpers import (
     EXPERIMENT,

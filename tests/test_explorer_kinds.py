@@ -16,8 +16,9 @@ import pytest
 import zarr
 
 from attnscope import headtable, headtypes, paths, store
-from attnscope.explorer import StoreReader, reader
-from attnscope.explorer.reader import ByteLRU, NotFound
+from attnscope.explorer import StoreReader, kinds
+from attnscope.explorer.errors import NotFound
+from attnscope.explorer.reader import ByteLRU
 from attnscope.rollout import extend_rollout, rollout_rows
 from tests.helpers import MODEL, Page, browser, json_error, plotted, request, serving, store_id, store_path
 
@@ -168,16 +169,22 @@ def test_the_rollout_reads_each_layer_once_and_its_cache_is_bounded(kinds_result
     assert explorer.stats()["chunk"] == 1  # layer 0's product was dropped: read again
 
 
+def pooled_map(values: np.ndarray, membership: np.ndarray, mean_query: bool) -> np.ndarray:
+    """A token map pooled to words as the explorer pools it (:func:`attnscope.store.pool_words`)."""
+    summed = store.pool_words(values, membership)
+    return store.query_word_means(summed, membership) if mean_query else summed
+
+
 @pytest.mark.parametrize("level", ["word", "word_mean", "thesis_word"])
 def test_word_pooling_is_that_of_the_stored_word_maps(results, level):
     """The pooling of the kinds that store no word maps reproduces the capture's word maps of the weights."""
     prompt = stored(results, "trained", "001")
-    membership = reader.word_membership(prompt.attrs, level)
+    membership = kinds.word_membership(prompt.attrs, level)
     for layer in range(NUM_LAYERS):
-        pooled = reader.pool_words(prompt["head_mean"][layer], membership, mean_query=level == "word_mean")
-        stored_map = prompt[reader.WORD_ARRAYS["weights"][level]][layer]
+        pooled = pooled_map(prompt["head_mean"][layer], membership, level == "word_mean")
+        stored_map = prompt[kinds.WORD_ARRAYS["weights"][level]][layer]
         np.testing.assert_allclose(pooled, stored_map, rtol=1e-5, atol=1e-6)
-    other = reader.pool_words(prompt["head_mean"][1], membership, mean_query=level != "word_mean")
+    other = pooled_map(prompt["head_mean"][1], membership, level != "word_mean")
     assert not np.allclose(other, stored_map, atol=1e-4)  # the check can fail
 
 
@@ -216,7 +223,7 @@ def test_a_value_weighted_map_is_the_array_written(kinds_results, group, level, 
 def test_value_word_means_pool_the_value_head_mean_and_the_curves_are_value_metrics(kinds_results):
     prompt = stored(kinds_results, "trained", "001")
     explorer = StoreReader(kinds_results)
-    membership = reader.word_membership(prompt.attrs, "word_mean")
+    membership = kinds.word_membership(prompt.attrs, "word_mean")
     counts = membership.sum(axis=0)[:, None]
     summed = membership.T @ prompt["value_head_mean"][1].astype(np.float64) @ membership
     values = explorer.map(TRAINED, "001", "word_mean", 1, store.HEAD_MEAN, "value")

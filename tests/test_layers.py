@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     (
         "attnscope.architecture",
         "attnscope.config",
+        "attnscope.configfile",
         "attnscope.evidence",
         "attnscope.mapview",
         "attnscope.prompts",
@@ -55,6 +56,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "attnscope.mapdata",
         "attnscope.metrics",
         "attnscope.models",
+        "attnscope.promptgroup",
         "attnscope.rollout",
         "attnscope.spectra",
         "attnscope.spectrastore",

@@ -8,13 +8,13 @@ import pytest
 import torch
 from scipy.stats import pearsonr, rankdata, spearmanr
 
-from attnscope import attention, metrics, stats, theory
+from attnscope import metrics, promptgroup, stats, theory
 from tests.helpers import random_causal, uniform_causal
 
 
 def singular_values(a: np.ndarray) -> np.ndarray:
-    """One map's singular values as the capture computes them (attention.singular_values)."""
-    return attention.singular_values(np.asarray(a, dtype=np.float64)[None])[0]
+    """One map's singular values as the capture computes them (promptgroup.singular_values)."""
+    return promptgroup.singular_values(np.asarray(a, dtype=np.float64)[None])[0]
 
 
 def block_uniform(blocks: int, size: int) -> np.ndarray:
@@ -172,7 +172,7 @@ def test_batched_singular_values_are_each_maps_svd():
     expected = np.stack([np.linalg.svd(a.astype(np.float64), compute_uv=False) for a in maps])
     for chunk_bytes in (1, 2 * 8 * 30 * 30, 1 << 24):  # one map, two maps, all at once per group
         for workers in (1, 2, 3):
-            got = attention.singular_values(torch.from_numpy(maps), workers, chunk_bytes)
+            got = promptgroup.singular_values(torch.from_numpy(maps), workers, chunk_bytes)
             assert got.dtype == np.float64
             np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-14)
 

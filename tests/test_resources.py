@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from attnscope import config as cfg
-from attnscope import models, prepared, resources
+from attnscope import configfile, models, prepared, resources
 from tests.conftest import REPO, snakemake_command, tiny_spec, workflow_config
 from tests.helpers import tiny_config
 
@@ -40,7 +40,7 @@ def test_each_model_rule_is_sized_by_its_own_estimate(tmp_path):
     """The dispatch of the rules' resource functions: the default config's animals-k3 (30 targets,
     k = 3, no prompt table yet: 120 + 30·3 tokens) on SmolLM2, sized from the spec."""
     config = workflow_config()
-    cfg.validate(config, REPO / "schemas" / "config.schema.yaml")
+    configfile.validate(config, REPO / "schemas" / "config.schema.yaml")
     plan = cfg.plan(config)
     config["spectra"]["device"] = "cuda"  # a GPU for the spectra: no two rules ask alike
     config["heads"] |= {"probe_count": 90, "probe_length": 500}  # nor the head-type probe and the capture

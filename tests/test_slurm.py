@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from attnscope import config as attnscope_config
+from attnscope import configfile as attnscope_configfile
 from attnscope import resources
 from tests.conftest import REPO, snakemake_command
 from tests.helpers import tiny_config
@@ -155,7 +155,7 @@ def test_slurm_run_equals_local_run(cluster, tiny_default_run, tmp_path):
     # SLURM granted what the rule asked for, computed from the prepared model's manifest.
     generate = next(job for job in jobs if job["comment"].startswith("rule_generate_clues"))
     experiment = generate["comment"].rsplit("_", 1)[1]
-    attnscope_config.validate(config, REPO / "schemas" / "config.schema.yaml")  # fills the defaults
+    attnscope_configfile.validate(config, REPO / "schemas" / "config.schema.yaml")  # fills the defaults
     spec = config["models"]["tiny-mistral"]
     results = cluster_dir / "results"
     size = resources.model_size(spec, results / "models" / "tiny-mistral" / "manifest.json")

@@ -10,7 +10,7 @@ import pytest
 import zarr
 from zarr.codecs import TransposeCodec
 
-from attnscope import attention, zarrwrite
+from attnscope import promptgroup, zarrwrite
 from tests.helpers import compressor
 
 DTYPES = ["float16", "float32", "float64", "int64"]
@@ -20,7 +20,7 @@ LAYOUTS = [
     ((4, 6, 6), (1, 6, 6), None),
     ((3, 7, 5), (2, 3, 4), None),
     ((5, 11), (4, 4), (1, 0)),
-    ((2, 5, 9, 9), (1, 2, 9, 9), attention.HEADS_LAST),
+    ((2, 5, 9, 9), (1, 2, 9, 9), promptgroup.HEADS_LAST),
 ]
 
 

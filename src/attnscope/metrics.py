@@ -26,7 +26,7 @@ labels. Row averages run over rows i ≥ 1: row 0's only causal key is itself.
   (Roy & Vetterli 2007); ``epsilon_rank``: the smallest r with ‖a − a_r‖_F ≤ ε‖a‖_F,
   as ``attnscope.theory.epsilon_rank``. Both need the full spectrum: the capture stores
   the singular values of every stored map (the head mean of every prompt, every head of the
-  prompts that keep their heads; ``attnscope.attention.singular_values``) and
+  prompts that keep their heads; ``attnscope.promptgroup.singular_values``) and
   :func:`spectral_ranks` turns them into the ranks, so ε can change without a capture.
 
 For the identity the stable and effective ranks are n and the ε-rank is ⌈n(1 − ε²)⌉ (every

@@ -77,6 +77,24 @@ def word_membership_matrix(token_word: Sequence[int], words: Sequence[int]) -> n
     return (np.asarray(token_word)[:, None] == np.asarray(words)[None, :]).astype(np.float32)
 
 
+def pool_words(values: Any, membership: Any) -> Any:
+    """A map [query, key] pooled to [query_word, key_word] by a membership matrix [token, word]
+    (:func:`word_membership_matrix`): summed over the subword pairs of two words
+    (``word_attn_sum``), ``membership.T @ values @ membership`` in the operands' own library and
+    precision (numpy arrays, or torch tensors in the capture)."""
+    return membership.T @ values @ membership
+
+
+def query_word_means(summed: Any, membership: Any) -> Any:
+    """A pooled map [query_word, key_word] (:func:`pool_words`) averaged over each query word's
+    subwords (``word_attn_mean_query``: a row is the mean distribution of the word's tokens; a word
+    without tokens gets zeros), in the library of the operands, numpy or torch."""
+    counts = membership.sum(0)
+    means = summed / counts.clip(min=1)[:, None]
+    means[counts == 0] = 0.0
+    return means
+
+
 def open_store(path: str | os.PathLike) -> zarr.Group:
     """The store at ``path``, read-only: missing data raises (:class:`attnscope.chunks.StrictStore`)."""
     import zarr

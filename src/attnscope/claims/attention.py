@@ -29,6 +29,15 @@ from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED, SUPPORT
 METRIC_NAMES = {"row_entropy": "normalised entropy", "self_mass": "self mass"}
 
 
+def _layer_mean(values: np.ndarray) -> np.ndarray:
+    """The mean of the measured layers [..., layer] → [...], as ``np.nanmean`` computes it (the sum
+    of the measured values over their count), where no layer is measured (a target whose prompts all
+    lack the metric) NaN without the warning for the mean of an empty slice."""
+    measured = ~np.isnan(values)
+    with np.errstate(invalid="ignore"):
+        return np.where(measured, values, 0.0).sum(axis=-1) / measured.sum(axis=-1)
+
+
 def _bands_of(ev: Evidence, setting: Setting, metrics: list[str]) -> PromptTable | None:
     return prompt_table(ev.choices, ["trained"], metrics, setting.choice)
 
@@ -117,8 +126,8 @@ def within_shot(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
             "not identifiable under this choice: no query–key distance at which a query's own shot and "
             f"another shot hold keys of the same segments (the prompt format keeps them apart); {masses}"
         )
-    interval = table.interval(lambda m: np.nanmean(m[..., 0, :], axis=-1))
-    excess = [table.interval(lambda m, p=p: np.nanmean(m[..., 0, :] - m[..., p, :], axis=-1)) for p in (1, 2)]
+    interval = table.interval(lambda m: _layer_mean(m[..., 0, :]))
+    excess = [table.interval(lambda m, p=p: _layer_mean(m[..., 0, :] - m[..., p, :])) for p in (1, 2)]
     verdict = verdict_of(interval, th.boundary_drop, 0.0)
     if verdict == SUPPORTED and not all(e.low > 0 for e in excess):
         verdict = INCONCLUSIVE
@@ -134,8 +143,8 @@ def value_domain(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
     table = prompt_table(ev.choices, ["trained"], ["small_mass", "small_share"], setting.choice)
     if table is None:
         return not_measured("no trained attention metrics")
-    interval = table.interval(lambda m: np.nanmean(m[..., 0, :], axis=-1))
-    share = table.interval(lambda m: np.nanmean(m[..., 1, :], axis=-1))
+    interval = table.interval(lambda m: _layer_mean(m[..., 0, :]))
+    share = table.interval(lambda m: _layer_mean(m[..., 1, :]))
     verdict = verdict_of(interval, th.small_mass, th.small_mass)
     measured = (
         f"share of the attention mass on values ≤ 0.1: {interval} (share of values ≤ 0.1, "
@@ -230,7 +239,7 @@ def ablation(metric: str, direction: str, sign: int) -> Callable[[Evidence, Thre
         table = paired_table(ev.choices, name, [metric], setting.choice)
         if table is None:
             return not_measured("no trained attention metrics on the same prompts", name)
-        effect = table.interval(lambda m: sign * np.nanmean(m[..., 0, :], axis=-1))
+        effect = table.interval(lambda m: sign * _layer_mean(m[..., 0, :]))
         test = _layer_test(table, sign, th.alpha)
         way = "higher" if sign > 0 else "lower"
         moved = test.count(1) >= th.layer_share * table.num_layers
@@ -260,7 +269,7 @@ def alpha_up_self(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
     if result.verdict == NOT_MEASURED:
         return result
     edited = prompt_table(ev.choices, [name], ["self_mass"], setting.choice)
-    level = edited.interval(lambda m: np.nanmean(m[..., 0, :], axis=-1))
+    level = edited.interval(lambda m: _layer_mean(m[..., 0, :]))
     moved = paired_table(ev.choices, name, MASS_PARTS, setting.choice)
     deltas = np.nanmean(moved.values, axis=0).reshape(len(MASS_PARTS), moved.num_layers).mean(axis=1)
     rest = -np.nansum(deltas)

@@ -7,8 +7,8 @@ holds it (plus the shard's index); a :class:`CountingStore` counts those reads f
 Metadata (the stores' ``zarr.json``) is read once and cached. Nothing is written: the stores
 are opened read-only.
 
-Each map is of a kind (:data:`KINDS`): the attention weights, the value-weighted maps (a store
-whose value arrays are missing cannot give the kind, and says so), or
+Each map is of a kind (:data:`attnscope.explorer.kinds.KINDS`): the attention weights, the
+value-weighted maps (a store whose value arrays are missing cannot give the kind, and says so), or
 the attention rollout, computed here from the head-mean maps (:mod:`attnscope.rollout`). A head's
 row of the head table and its head-type scores are read from the heads jobs' Parquet files.
 """
@@ -35,9 +35,28 @@ from zarr.abc.store import SuffixByteRequest
 
 from attnscope import mapdata, paths
 from attnscope.chunks import METADATA_KEYS, MissingChunkError, StrictStore, check_chunks
+from attnscope.explorer.errors import BadRequest, NotFound, StoreError
+from attnscope.explorer.kinds import (
+    HEAD_ARRAYS,
+    KIND_NAMES,
+    KINDS,
+    LEVELS,
+    METRIC_ARRAYS,
+    ROLLOUT_MAPS,
+    TOKEN_ARRAYS,
+    VALUE_ARRAYS,
+    WORD_ARRAYS,
+    word_membership,
+)
 from attnscope.mapview import ATTENTION_CMAP, BOUNDARY_COLOR, COSINE_CMAP, MASK_COLOR, MapAxis
 from attnscope.rollout import extend_rollout
-from attnscope.store import GENERATED, HEAD_MEAN, STORE_VERSION, word_membership_matrix
+from attnscope.store import (
+    GENERATED,
+    HEAD_MEAN,
+    STORE_VERSION,
+    pool_words,
+    query_word_means,
+)
 from attnscope.zarrwrite import ZARR_JSON
 
 log = logging.getLogger("attnscope")
@@ -49,40 +68,6 @@ STORE_GLOB = paths.ATTENTION_STORE.removeprefix(f"{paths.RESULTS}/").format(
 PARTIAL_GLOB = STORE_GLOB.replace("/*.zarr", "/.*.zarr.partial")
 """An unfinished store (``attention.partial_path``)."""
 
-LEVELS = ("token", "word", "word_mean", "thesis_word", "cosine")
-"""Map levels: tokens (``attn``/``head_mean``), words summed over subword pairs (``word_attn_sum``),
-words averaged over the query word's tokens (``word_attn_mean_query``), the thesis's words
-(``thesis_word_attn_sum``), and the input-embedding cosine."""
-KINDS = ("weights", "value", "rollout", "value_rollout")
-"""Map kinds: the attention weights; the value-weighted maps (α_ij·‖W_O,h W_V,h x_j‖ summed over
-the heads, rows normalised); the attention rollout with the residual of either's head means."""
-KIND_NAMES = {
-    "weights": "attention weights",
-    "value": "value-weighted maps",
-    "rollout": "attention rollout",
-    "value_rollout": "value-weighted rollout",
-}
-ROLLOUT_MAPS = {"rollout": "head_mean", "value_rollout": "value_head_mean"}
-"""The rollout kinds and the head-mean maps each rolls out."""
-TOKEN_ARRAYS = {"weights": ("head_mean", "attn"), "value": ("value_head_mean", "value_attn")}
-"""The stored token maps of a kind: (head mean [layer, query, key], heads [layer, head, query, key])."""
-HEAD_ARRAYS = frozenset(heads for _, heads in TOKEN_ARRAYS.values())
-"""The per-head arrays: only the prompts in ``keep_heads`` have them."""
-WORD_ARRAYS = {
-    "weights": {
-        "word": "word_attn_sum",
-        "word_mean": "word_attn_mean_query",
-        "thesis_word": "thesis_word_attn_sum",
-    },
-    "value": {"word": "value_word_attn_sum"},
-}
-"""The stored word maps of each kind (the rollouts: none); its other word levels are its token map
-pooled (:func:`pool_words`)."""
-METRIC_ARRAYS = {"weights": "metrics", "value": "value_metrics"}
-"""The per-layer metrics [layer, map, metric] of each kind that stores them (not the rollout)."""
-VALUE_ARRAYS = ("value_head_mean", "value_word_attn_sum", "value_metrics")
-"""The value-weighted arrays of every prompt group of a store that has the kind (and ``value_attn``
-in the prompts that keep heads)."""
 ROLLOUT_CACHE_BYTES = 256 << 20
 """The rollout products kept for reuse, all stores and prompts together (least recently used dropped)."""
 HEAD_FILES = {"table": paths.HEAD_TABLE, "types": paths.HEAD_TYPES}
@@ -92,29 +77,6 @@ GROUP_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """A prompt group's name in a store's ``prompts`` attribute (``"000"``...): a plain key, never a path."""
 RERUN = "delete the store and rerun its extract_attention job (`snakemake --cores 2 attention`)"
 HEADS_JOB = "the heads jobs write it (`snakemake --cores 2 heads`) for the variants of spectra.variants"
-
-
-class ExplorerError(Exception):
-    """A request the stores cannot answer, with the HTTP status it is answered with."""
-
-    status = 500
-
-
-class BadRequest(ExplorerError):
-    """A malformed request: a missing or invalid parameter, a value out of its range (HTTP 400)."""
-
-    status = 400
-
-
-class NotFound(ExplorerError):
-    """An unknown store, prompt, array or page (HTTP 404)."""
-
-    status = 404
-
-
-class StoreError(ExplorerError):
-    """A store that cannot give the data it promises: a missing, truncated or corrupt chunk, or a
-    store removed while serving (HTTP 500)."""
 
 
 class CountingStore(StrictStore):
@@ -166,27 +128,6 @@ class ByteLRU:
             self.items[key] = value
             while self.nbytes > self.max_bytes:
                 self.nbytes -= self.items.popitem(last=False)[1].nbytes
-
-
-def word_membership(attrs: dict[str, Any], level: str) -> np.ndarray:
-    """The [token, word] 0/1 matrix (float64) of a word level's words from a prompt group's
-    attributes: the map words (``map_words``) or the thesis's words, as the capture pools them."""
-    if level == "thesis_word":
-        token_word, words = attrs["thesis_token_word"], range(len(attrs["thesis_words"]))
-    else:
-        token_word, words = attrs["token_word"], attrs["map_words"]
-    return word_membership_matrix(token_word, words).astype(np.float64)
-
-
-def pool_words(values: np.ndarray, membership: np.ndarray, mean_query: bool) -> np.ndarray:
-    """A map [query, key] over all tokens as a word map [query_word, key_word]: summed over the
-    subword pairs of two words (``word_attn_sum``), or with ``mean_query`` averaged over the query
-    word's subwords (``word_attn_mean_query``), as ``attention.word_maps`` pools the stored maps."""
-    summed = membership.T @ values @ membership
-    if not mean_query:
-        return summed
-    counts = membership.sum(axis=0)[:, None]
-    return np.divide(summed, counts, out=np.zeros_like(summed), where=counts > 0)
 
 
 def value_reason(path: Path, groups: list[str]) -> str | None:
@@ -491,7 +432,7 @@ class StoreReader:
     ) -> np.ndarray:
         """One map [query, key] of ``kind`` as float32: the stored values over the level's axis (token
         maps over the figures' plotted tokens); a word level the kind does not store is its token
-        map (head mean) pooled as the stored word maps are (:func:`pool_words`)."""
+        map (head mean) pooled as the stored word maps are (:func:`attnscope.store.pool_words`)."""
         entry = self._store(store_id)
         if level not in LEVELS:
             raise BadRequest(f"level={level!r} unknown; valid: {', '.join(LEVELS)}")
@@ -515,7 +456,9 @@ class StoreReader:
         else:
             membership = word_membership(maps.group.attrs, level)
             token_map = self._token_map(entry, group, kind, layer, HEAD_MEAN)
-            values = pool_words(token_map, membership, mean_query=level == "word_mean")
+            values = pool_words(token_map, membership)
+            if level == "word_mean":
+                values = query_word_means(values, membership)
         return np.ascontiguousarray(values, dtype="<f4")
 
     def _token_map(self, entry: StoreEntry, group: str, kind: str, layer: int, head: int) -> np.ndarray:

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from attnscope.explorer.reader import BadRequest, ExplorerError, NotFound, StoreReader
+from attnscope.explorer.errors import BadRequest, ExplorerError, NotFound
+from attnscope.explorer.reader import StoreReader
 from attnscope.store import HEAD_MEAN
 
 log = logging.getLogger("attnscope")

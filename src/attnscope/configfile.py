@@ -1,0 +1,84 @@
+"""The config file before the plan: YAML read strictly (a duplicate key or a syntax error named
+by file and line) and validated against the JSON schema, which fills the defaults
+(:func:`attnscope.config.plan` then cross-checks what the schema cannot). Cheap to import: the
+Snakefile runs it on every invocation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from attnscope.config import ConfigError
+
+
+def dotted(path: Any) -> str:
+    """``['experiments', 'a', 'k']`` → ``experiments.a.k`` (list indices as ``[i]``)."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A YAML loader that refuses duplicate mapping keys (YAML silently keeps the last)."""
+
+
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise ConfigError(
+                f"{node.start_mark.name}:{key_node.start_mark.line + 1}: duplicate key {key!r} "
+                f"(first on line {seen[key]}); each key, e.g. each experiment name, may appear once: "
+                "rename or remove one of them"
+            )
+        seen[key] = key_node.start_mark.line + 1
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def check_yaml_file(path: str | Path) -> None:
+    """Raise :class:`ConfigError` if a YAML config file is not valid YAML (its file, line and
+    column: Snakemake's own message has neither) or repeats a key."""
+    with open(path, encoding="utf-8") as handle:
+        try:
+            yaml.load(handle, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+            context = f" ({exc.context} on line {exc.context_mark.line + 1})" if exc.context_mark else ""
+            raise ConfigError(
+                f"{where}: not valid YAML: {exc.problem}{context}; fix that line (indent with spaces, "
+                "not tabs; quote a value that holds ': ' or ' #')"
+            ) from None
+
+
+def load_schema(path: str | Path) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def validate(config: dict[str, Any], schema_path: str | Path) -> None:
+    """Check ``config`` against the schema (all errors, with key paths), then fill defaults."""
+    from snakemake.utils import validate as snakemake_validate
+
+    schema = load_schema(schema_path)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        lines = [f"  {dotted(e.absolute_path)}: {_message(e)}" for e in errors]
+        raise ConfigError("invalid config:\n" + "\n".join(lines))
+    snakemake_validate(config, str(schema_path), set_default=True)
+
+
+def _message(error: jsonschema.ValidationError) -> str:
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        return f"{error.message}; allowed keys: {', '.join(allowed)}" if allowed else error.message
+    return error.message
