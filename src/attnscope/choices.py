@@ -68,7 +68,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from attnscope.metrics import as_float32, xlogx
+from attnscope.metrics import ROW_METRICS, as_float32, xlogx
 from attnscope.store import TEMPLATE, WEIGHTS, WORD_SEGMENTS, open_store, prompt_groups, weighted_array
 
 CHOICES = ("words", "words_renormalised", "full", "no_sink")
@@ -78,12 +78,7 @@ RENORMALISED = frozenset({"words_renormalised", "no_sink"})
 PARTIAL = frozenset({"words"})
 """The choices whose rows keep the model's values over a part of the keys (they sum to less than 1)."""
 CHOICE_METRICS = (
-    "row_entropy",
-    "self_mass",
-    "previous_mass",
-    "sink_mass",
-    "within_shot_mass",
-    "across_shot_mass",
+    *ROW_METRICS,
     "diagonal_share",
     "boundary_drop",
     "placebo_drop",

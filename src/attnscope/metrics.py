@@ -61,13 +61,18 @@ from attnscope.store import (
 )
 from attnscope.theory.rmt import epsilon_rank_of_spectrum as epsilon_rank
 
-STREAMED = (
+ROW_METRICS = (
     "row_entropy",
     "self_mass",
     "previous_mass",
     "sink_mass",
     "within_shot_mass",
     "across_shot_mass",
+)
+"""Where a map's rows put their mass: the first metrics of both the streamed metrics and the
+analysis choices (:data:`attnscope.choices.CHOICE_METRICS`)."""
+STREAMED = (
+    *ROW_METRICS,
     "clue_target_mass",
     "cosine_pearson",
     "cosine_spearman",
@@ -79,7 +84,7 @@ STREAMED = (
 SPECTRAL = ("effective_rank", "epsilon_rank")
 """Metrics from the full spectrum, computed from the stored singular values."""
 METRICS = STREAMED + SPECTRAL
-"""The ``head`` value of the head-mean map in the metrics table."""
+"""The metric columns of the metrics table, in order."""
 
 POWER_ITERATIONS = 1000
 POWER_TOLERANCE = 1e-6

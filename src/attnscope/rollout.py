@@ -53,6 +53,17 @@ COLUMNS = ("prompt_index", "prompt_id", "target", "weighting", "query", "layer",
 """The columns of the rollout table, in order."""
 
 
+def source_order(sources: pd.DataFrame) -> list[tuple[str, int]]:
+    """The (source, shot) pairs of a rollout table in prompt order: sink, template, instruction,
+    then each shot's word and clue, the target and the generated clue."""
+    pairs = set(zip(sources["source"], sources["shot"]))
+    shots = sorted({shot for kind, shot in pairs if kind in PER_SHOT})
+    order = [(kind, 0) for kind in (SINK, TEMPLATE, INSTRUCTION_SEGMENT)]
+    order += [(kind, shot) for shot in shots for kind in (SHOT_WORD, SHOT_CLUE)]
+    order += [(kind, 0) for kind in (TARGET, GENERATED)]
+    return [pair for pair in order if pair in pairs]
+
+
 def residual_matrices(head_mean: np.ndarray) -> np.ndarray:
     """½A + ½I of every layer's map ``head_mean`` [layer, query, key], rows renormalised, float64."""
     mixed = 0.5 * np.asarray(head_mean, dtype=np.float64)

@@ -13,15 +13,7 @@ from matplotlib.lines import Line2D
 
 from attnscope.headtypes import SCORES, head_types
 from attnscope.plots.common import STYLE, _wrap
-from attnscope.rollout import PER_SHOT, QUERIES, SINK, SOURCES
-from attnscope.store import (
-    GENERATED,
-    INSTRUCTION_SEGMENT,
-    SHOT_CLUE,
-    SHOT_WORD,
-    TARGET,
-    TEMPLATE,
-)
+from attnscope.rollout import PER_SHOT, QUERIES, SOURCES, source_order
 
 SCORE_LABELS = {
     "previous_token": "previous-token score",
@@ -65,17 +57,6 @@ def plot_head_types(table: pd.DataFrame, threshold: float, title: str) -> Figure
         fig.colorbar(image, ax=axes, label=f"score (dot: head type, ≥ {threshold:g})", shrink=0.8)
         fig.suptitle(_wrap(title, width))
     return fig
-
-
-def source_order(sources: pd.DataFrame) -> list[tuple[str, int]]:
-    """The (source, shot) pairs of a rollout table in prompt order: sink, template, instruction,
-    then each shot's word and clue, the target and the generated clue."""
-    pairs = set(zip(sources["source"], sources["shot"]))
-    shots = sorted({shot for kind, shot in pairs if kind in PER_SHOT})
-    order = [(kind, 0) for kind in (SINK, TEMPLATE, INSTRUCTION_SEGMENT)]
-    order += [(kind, shot) for shot in shots for kind in (SHOT_WORD, SHOT_CLUE)]
-    order += [(kind, 0) for kind in (TARGET, GENERATED)]
-    return [pair for pair in order if pair in pairs]
 
 
 def _source_label(kind: str, shot: int) -> str:

@@ -139,21 +139,18 @@ def spectra_figures(
             "(thesis fig. A.19)",
             label=random_variant,
         ),
-        plot_squared_singular_values(
-            pick(trained, ATTENTION_TYPES),
-            edges,
-            f"{model} · trained vs random init ({seeds}): attention weights W_q, W_k, W_v, W_o "
-            f"(thesis fig. A.20){note}",
-            reference=pick(band, ATTENTION_TYPES),
-            reference_label=band_label,
-        ),
-        plot_squared_singular_values(
-            pick(trained, MLP_TYPES),
-            edges,
-            f"{model} · trained vs random init ({seeds}): MLP weights W_gate, W_up, W_down "
-            f"(thesis fig. A.21){note}",
-            reference=pick(band, MLP_TYPES),
-            reference_label=band_label,
+        *(
+            plot_squared_singular_values(
+                pick(trained, types),
+                edges,
+                f"{model} · trained vs random init ({seeds}): {what} (thesis fig. {figure}){note}",
+                reference=pick(band, types),
+                reference_label=band_label,
+            )
+            for types, what, figure in (
+                (ATTENTION_TYPES, "attention weights W_q, W_k, W_v, W_o", "A.20"),
+                (MLP_TYPES, "MLP weights W_gate, W_up, W_down", "A.21"),
+            )
         ),
         plot_base_alignment(
             alignment, f"{model}: base alignment Tr(W_qᵀW_k) against random init (thesis fig. A.22){note}"

@@ -14,19 +14,8 @@ The pure helpers are reused by spectra, metrics and the figures:
 :mod:`~attnscope.theory.forms` (moments of bilinear forms and traces).
 """
 
-from attnscope.theory.checks import (
-    MP_POWER_DRAWS,
-    check_attention_rank,
-    check_bilinear_form,
-    check_edited_spectra,
-    check_hypersphere,
-    check_lognormal,
-    check_marchenko_pastur,
-    check_random_spectrum,
-    check_slerp_kl,
-    check_trace_alignment,
-    run_checks,
-)
+from attnscope.theory import checks
+from attnscope.theory.checks import *  # noqa: F403 (its __all__, re-exported below)
 from attnscope.theory.forms import (
     bilinear_form_moments,
     constructed_base_alignment,
@@ -62,22 +51,13 @@ from attnscope.theory.sphere import orthogonal_pairs, slerp, uniform_sphere, uni
 from attnscope.theory.table import COLUMNS, Statement, checks_markdown
 
 __all__ = [
+    *checks.__all__,
     "COLUMNS",
-    "MP_POWER_DRAWS",
     "TW1_MEAN",
     "CosineFit",
     "SlerpKLCurve",
     "Statement",
     "bilinear_form_moments",
-    "check_attention_rank",
-    "check_bilinear_form",
-    "check_edited_spectra",
-    "check_hypersphere",
-    "check_lognormal",
-    "check_marchenko_pastur",
-    "check_random_spectrum",
-    "check_slerp_kl",
-    "check_trace_alignment",
     "checks_markdown",
     "constructed_base_alignment",
     "edited_spectrum_trace",
@@ -96,7 +76,6 @@ __all__ = [
     "orthogonal_pairs",
     "pair_product_sum",
     "random_covariance",
-    "run_checks",
     "slerp",
     "slerp_kl",
     "slerp_kl_curve",
