@@ -49,6 +49,10 @@ class Family:
     ``output * (1.0 + self.weight)``)."""
     qk_norm: tuple[str, str] | None = None
     """The attention's RMSNorms on each head's queries and keys after W_q, W_k (QK-norm), or None."""
+    post_attention_norm: str | None = None
+    """The block's RMSNorm on the attention output before the residual (Gemma's), or None: its applied
+    gain g scales what every head writes, W_O,h v becomes g ⊙ W_O,h v (its 1/rms is common to a
+    query row's keys)."""
 
     def norm_of(self, matrix: str) -> str:
         """The block's RMSNorm that ``matrix`` (one of :data:`READS_NORM`) reads."""
@@ -72,6 +76,12 @@ class Family:
         q_norm, k_norm = self.qk_norm
         return getattr(attn, q_norm), getattr(attn, k_norm)
 
+    def output_gain(self, block: torch.nn.Module) -> torch.Tensor | None:
+        """The applied gain g [hidden] of ``block``'s post-attention norm, or None where it has none."""
+        if self.post_attention_norm is None:
+            return None
+        return self.applied_gain(getattr(block, self.post_attention_norm))
+
     def applied_gain(self, norm: torch.nn.Module) -> torch.Tensor:
         """The gain an RMSNorm of this family multiplies the normalised input by: γ, or 1 + γ."""
         return norm.weight + self.norm_offset
@@ -86,7 +96,10 @@ FAMILIES: dict[str, Family] = {
     "llama": _PRE_NORM,
     "mistral": _PRE_NORM,
     "gemma3_text": Family(
-        mlp_norm="pre_feedforward_layernorm", norm_offset=1.0, qk_norm=("q_norm", "k_norm")
+        mlp_norm="pre_feedforward_layernorm",
+        norm_offset=1.0,
+        qk_norm=("q_norm", "k_norm"),
+        post_attention_norm="post_attention_layernorm",
     ),
 }
 """``model_type`` → its family. Gemma 3's ``post_attention_layernorm`` normalises the attention output
