@@ -221,6 +221,25 @@ def test_unknown_model_key(tmp_path):
     assert_says(out, "model: unknown model key 'gpt5'", "use one of the keys of models: smollm2")
 
 
+def test_a_saved_model_of_an_undeclared_family(tmp_path):
+    """A ``path:`` model's config.json names a model_type with no Family: refused before any job,
+    naming its class, model_type, the declaration to add and where the docs say how."""
+    saved = tmp_path / "my-bloom"
+    saved.mkdir()
+    (saved / "config.json").write_text('{"architectures": ["BloomForCausalLM"], "model_type": "bloom"}')
+    config = one_experiment()
+    config["models"]["mine"] = {"source": "path", "path": str(saved), "initializer_range": 0.02}
+    config["model"] = "mine"
+    out = refused_at_parse(tmp_path, config)
+    assert_says(
+        out,
+        f"models.mine.path: {saved / 'config.json'}: BloomForCausalLM (model_type 'bloom')",
+        "no decoder family declared for it",
+        "add a Family to attnscope.architecture.FAMILIES",
+        'docs/own-data.md, "Your own model"',
+    )
+
+
 @pytest.mark.parametrize(
     ("key", "value", "fragment"),
     [

