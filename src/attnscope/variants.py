@@ -230,7 +230,7 @@ def apply_edit(model: PreTrainedModel, variant: Variant) -> None:
 
     if variant.kind not in ("qkscale", "qktop", "qkflat"):
         return
-    decoder = architecture.family(model.config)
+    decoder = architecture.require(model.config, "weight edits")
     modules = architecture.attention_modules(model)
     check_layers(variant, len(modules))
     if variant.kind == "qktop" and decoder.qk_norm is not None:
