@@ -23,7 +23,7 @@ from transformers import (
     Qwen3Config,
 )
 
-from attnscope import architecture, attention, capture, circuits, spectra, variants
+from attnscope import architecture, attention, capture, circuits, config, models, spectra, variants
 from tests.helpers import forward_contributions, query_shares, with_random_gains
 
 SIZES = {
@@ -210,3 +210,21 @@ def test_qkscale_doubles_the_queries_and_keys_the_attention_reads(family_model):
     ):
         torch.testing.assert_close(q2, q * (1 + layer), rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(k2, k * (1 + layer), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("model_type", ["olmo2", "gpt_neox", "gemma2"])
+def test_a_saved_model_of_a_declared_family_is_prepared_with_its_notes(model_type, tmp_path):
+    """A ``path:`` model (save_pretrained's directory) passes the plan's check and is prepared: its
+    manifest says what its anatomy means for the analyses."""
+    tiny(model_type).save_pretrained(tmp_path / "saved")
+    config.check_model_spec("mine", {"source": "path", "path": str(tmp_path / "saved")})
+    spec = {"source": "path", "path": str(tmp_path / "saved"), "initializer_range": None}
+    manifest = models.prepare_model("mine", spec, tmp_path / "prepared")
+    expected = {
+        "olmo2": ["QK-norm: q_norm and k_norm (RMSNorm on all heads'", "post-attention norm"],
+        "gpt_neox": ["biases on q, k, v, o", "LayerNorms", "parallel residual"],
+        "gemma2": ["post-attention norm", "soft-capped (attn_logit_softcapping)"],
+    }[model_type]
+    for fragment in expected:
+        assert any(fragment in note for note in manifest["notes"]), (fragment, manifest["notes"])
+    assert manifest["architecture"] == model_type

@@ -82,9 +82,9 @@ class Family:
     positions: str = "rope"
     """``rope`` (rotary, over the config's ``partial_rotary_factor`` of head_dim where it has one) or
     ``learned`` (absolute position embeddings added to the input, GPT-2)."""
-    parallel_residual: bool = False
-    """Attention and MLP read the same residual and add to it together (GPT-NeoX's
-    ``use_parallel_residual``)."""
+    parallel_residual: str | None = None
+    """The config key that says whether attention and MLP read the same residual stream and add to it
+    together (GPT-NeoX's ``use_parallel_residual``), or None: they run one after the other."""
 
     def norm_of(self, matrix: str) -> str:
         """The block's norm that ``matrix`` (one of :data:`READS_NORM`) reads."""
@@ -153,6 +153,42 @@ class Family:
     def set_applied_gain(self, norm: torch.nn.Module, gain: torch.Tensor) -> None:
         """Make the norm multiply the normalised input by ``gain`` (in place)."""
         norm.weight.copy_(gain - self.norm_offset)
+
+    def notes(self, config: PretrainedConfig) -> list[str]:
+        """What this family's anatomy means for the analyses of ``config``'s model (its manifest notes)."""
+        notes = []
+        if self.qk_norm is not None:
+            span = (
+                "each head's queries and keys"
+                if self.qk_norm_per_head
+                else "all heads' queries, keys at once"
+            )
+            notes.append(
+                f"QK-norm: {' and '.join(self.qk_norm)} (RMSNorm on {span}) set the scale of the attention "
+                "logits; the spectra and base alignment of W_q, W_k are of the stored matrices, and qkscale "
+                "scales the norms' gains"
+            )
+        if self.post_attention_norm is not None:
+            notes.append(
+                f"post-attention norm: {self.post_attention_norm} scales what the heads write by its gain; "
+                "the value-weighted maps take the gain, the OV circuits leave it out"
+            )
+        if self.logit_softcap is not None:
+            notes.append(
+                f"attention logits soft-capped ({self.logit_softcap}): the sdpa capture route refuses it"
+            )
+        if self.biases:
+            notes.append(
+                f"biases on {', '.join(self.biases)}: the value norms take the biased values, qkscale scales "
+                "the q and k biases with W_q, W_k"
+            )
+        if self.norm == "layer":
+            notes.append("LayerNorms (centring, a bias): the folded spectra and circuits refuse them")
+        if self.positions == "learned":
+            notes.append("learned absolute positions (no RoPE): position enters with the input embeddings")
+        if self.parallel_residual is not None and getattr(config, self.parallel_residual, False):
+            notes.append("parallel residual: attention and MLP read the same residual stream")
+        return notes
 
     def mismatch(self, block: torch.nn.Module, config: PretrainedConfig) -> str | None:
         """What in decoder ``block`` contradicts this declaration (a projection's bias, a norm's kind, the
@@ -244,7 +280,7 @@ FAMILIES: dict[str, Family] = {
         qkv_per_head=True,
         biases=("q", "k", "v", "o"),
         norm="layer",
-        parallel_residual=True,
+        parallel_residual="use_parallel_residual",
     ),
     "gpt2": Family(
         layers="transformer.h",
