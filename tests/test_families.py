@@ -23,7 +23,7 @@ from transformers import (
     Qwen3Config,
 )
 
-from attnscope import architecture, attention, capture, circuits, config, models, spectra, variants
+from attnscope import architecture, attention, capture, circuits, config, knockout, models, spectra, variants
 from tests.helpers import forward_contributions, query_shares, with_random_gains
 
 SIZES = {
@@ -228,3 +228,18 @@ def test_a_saved_model_of_a_declared_family_is_prepared_with_its_notes(model_typ
     for fragment in expected:
         assert any(fragment in note for note in manifest["notes"]), (fragment, manifest["notes"])
     assert manifest["architecture"] == model_type
+
+
+def test_a_knockout_blocks_its_edges_in_every_family(family_model):
+    """Blocking key 2 for every later query in layer 1 (knockout's mask through the attention module's
+    own kwargs) leaves it no weight there, and layer 0 as it was."""
+    _, model = family_model
+    n = len(IDS)
+    prompt = np.zeros((n, n), dtype=bool)
+    prompt[3:, 2] = True
+    blocked = knockout.BlockedEdges(prompt, np.zeros(n, dtype=bool))
+    before = captured(model, "eager")
+    with knockout.Knockout(model, blocked, [1]):
+        after = captured(model, "eager")
+    assert (after[1, :, 3:, 2] == 0).all() and (before[1, :, 3:, 2] > 0).all()
+    torch.testing.assert_close(after[0], before[0])
