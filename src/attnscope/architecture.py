@@ -1,12 +1,16 @@
 """The decoder's anatomy: one declaration per model family, keyed on the HF config's ``model_type``.
 
 A :class:`Family` says where a decoder keeps its layers, its attention and MLP modules, the
-q/k/v/o and gate/up/down projections, the RMSNorms each matrix reads, the gain those norms apply
-(γ, or 1 + γ) and whether queries and keys are normalised after W_q, W_k (QK-norm). The
-attention, capture, spectra, circuits, heads and the weight edits read only these declarations
-(and the config: heads, KV heads, head_dim, sliding windows); a model whose ``model_type`` has
-none is refused with the declaration to add (docs/own-data.md). torch is imported inside the
-functions that need it, so the module stays cheap to import.
+q/k/v/o and gate/up/down projections (a fused q/k/v projection as slices, weights stored [in, out]),
+which of them add a bias, the norms each matrix reads and the one on the attention output, their
+kind (RMSNorm or LayerNorm) and the gain they apply (γ, or 1 + γ), whether queries and keys are
+normalised after W_q, W_k (QK-norm), an attention-logit soft-cap, the position scheme and a
+parallel residual. The attention, capture, spectra, circuits, heads, knockouts and the weight
+edits read only these declarations (and the config: heads, KV heads, head_dim, sliding windows);
+a model whose ``model_type`` has none is refused with the declaration to add, one whose modules
+contradict its declaration is refused with what does not match, and a stage that cannot take a
+family yet refuses it by name (docs/own-data.md). torch is imported inside the functions that
+need it, so the module stays cheap to import.
 """
 
 from __future__ import annotations
