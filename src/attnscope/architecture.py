@@ -237,12 +237,18 @@ class Family:
 
 def require(config: PretrainedConfig, stage: str) -> Family:
     """The family of ``config``; a ``ValueError`` naming it and ``stage`` where the stage cannot take it."""
-    decoder = family(config)
+    return required(getattr(config, "model_type", None), type(config).__name__, stage)
+
+
+def required(model_type: str | None, model_class: str, stage: str) -> Family:
+    """The family declared for ``model_type`` (of ``model_class``, for the messages); a ``ValueError``
+    where there is none or where ``stage`` cannot take it."""
+    decoder = declared(model_type, model_class)
     reason = decoder.unsupported(stage)
     if reason is not None:
         raise ValueError(
-            f"{type(config).__name__} (model_type {config.model_type!r}): the {stage} stage is not supported "
-            f'for this family yet: {reason} (docs/own-data.md, "Your own model")'
+            f"{model_class} (model_type {model_type!r}): the {stage} stage is not supported for this "
+            f'family yet: {reason} (docs/own-data.md, "Your own model")'
         )
     return decoder
 

