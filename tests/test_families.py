@@ -243,3 +243,35 @@ def test_a_knockout_blocks_its_edges_in_every_family(family_model):
         after = captured(model, "eager")
     assert (after[1, :, 3:, 2] == 0).all() and (before[1, :, 3:, 2] > 0).all()
     torch.testing.assert_close(after[0], before[0])
+
+
+def test_declared_value_weights_give_the_values_the_attention_reads(family_model):
+    """W_V (its rows of a fused projection, transposed where stored [in, out]) times the projection's
+    input, plus its bias rows, is the value states the model's eager attention receives."""
+    _, model = family_model
+    decoder = architecture.family(model.config)
+    attn = architecture.attention_modules(model)[0]
+    projection = decoder.projection(attn, "v")
+    inputs: list[torch.Tensor] = []
+    handle = projection.register_forward_pre_hook(lambda m, args: inputs.append(args[0][0].double()))
+    modelling = sys.modules[type(model).__module__]
+    original, values = modelling.eager_attention_forward, []
+
+    def recording(module, query, key, value, *args, **kwargs):
+        values.append(value[0].double())
+        return original(module, query, key, value, *args, **kwargs)
+
+    modelling.eager_attention_forward = recording
+    try:
+        with torch.inference_mode():
+            model(input_ids=torch.tensor([IDS]))
+    finally:
+        modelling.eager_attention_forward = original
+        handle.remove()
+    weight = decoder.attention_weight(attn, "v", model.config).detach().double()
+    bias = torch.zeros(weight.shape[0], dtype=torch.float64)
+    if projection.bias is not None:
+        bias = decoder.value_states(projection.bias.detach().double(), model.config).reshape(-1)
+    _, n_kv, head_dim = architecture.attention_shape(model.config)
+    computed = (inputs[0] @ weight.T + bias).reshape(-1, n_kv, head_dim).transpose(0, 1)
+    torch.testing.assert_close(computed, values[0], rtol=1e-5, atol=1e-6)

@@ -211,7 +211,7 @@ class Family:
                 return f"its {name} is {'a' if layer_norm else 'no'} LayerNorm (declared norm: {self.norm!r})"
         if self.qkv is not None:
             n_heads, n_kv, head_dim = attention_shape(config)
-            rows = self.attention_weight(attn, "o", config).shape[1] + 2 * n_kv * head_dim
+            rows = (n_heads + 2 * n_kv) * head_dim
             width = self.projection(attn, "q").weight.shape[0 if not self.transposed else 1]
             if width != rows:
                 return f"its {self.qkv} has {width} outputs, not q, k, v's {rows}"
