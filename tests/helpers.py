@@ -5,6 +5,7 @@ the workflow a tiny config, a Snakemake run in a directory and the jobs a run pl
 
 from __future__ import annotations
 
+import copy
 import http.client
 import json
 import os
@@ -20,14 +21,109 @@ import google_crc32c
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 import yaml
 import zarr
 from threadpoolctl import threadpool_limits
 from zarr.codecs import BloscCodec
 
-from attnscope import attention, choices, chunks, metrics, promptgroup, prompts, store
+from attnscope import architecture, attention, choices, chunks, metrics, promptgroup, prompts, store
 from attnscope.explorer import StoreReader, make_server
 from tests.conftest import REPO, snakemake_command, workflow_config
+
+# --- what each head writes, from the model's own forward ---
+
+
+POST_ATTENTION_NORMS = {
+    "gemma3_text": "post_attention_layernorm",
+    "gemma2": "post_attention_layernorm",
+    "olmo2": "post_attention_layernorm",
+}
+"""The block's module that normalises the attention output before the residual, per ``model_type``, as
+transformers' modelling code reads (the reference's own record, not the declaration under test)."""
+
+
+def with_random_gains(model, seed: int = 0):
+    """A copy of ``model`` whose norm weights and biases are drawn N(0, 0.5): random init leaves
+    gains at one and biases at zero, which would hide a gain or bias left out."""
+    edited = copy.deepcopy(model)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, parameter in edited.named_parameters():
+            if "norm" in name or ".ln" in name or name.endswith(".bias"):
+                parameter.copy_(0.5 * torch.randn(parameter.shape, generator=generator))
+    return edited
+
+
+def forward_contributions(model, ids) -> np.ndarray:
+    """[layer, head, query, key] ‖what head h adds to query i's residual for key j‖ in float64, all
+    from the model's own forward: α and the value states [kv_head, key, d] as its eager attention
+    function receives and returns them (a wrapper of its modelling module's
+    ``eager_attention_forward``), W_O,h v as the output projection's own forward of v in head h's
+    slot (its bias subtracted), times the post-attention norm's output / input where the model has
+    one (:data:`POST_ATTENTION_NORMS`: g / rms of the row, so there only row shares compare)."""
+    import sys
+
+    modelling = sys.modules[type(model).__module__]
+    original = modelling.eager_attention_forward
+    records: dict[torch.nn.Module, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def recording(module, query, key, value, *args, **kwargs):
+        output, weights = original(module, query, key, value, *args, **kwargs)
+        records[module] = value[0].double(), weights[0].double()
+        return output, weights
+
+    decoder = architecture.family(model.config)
+    blocks = architecture.decoder_layers(model)
+    attention_modules = architecture.attention_modules(model)
+    o_modules = [decoder.projection(m, "o") for m in attention_modules]
+    o_inputs: dict[int, torch.Tensor] = {}
+    ratios: dict[int, torch.Tensor] = {}
+    handles = [
+        o.register_forward_pre_hook(lambda m, args, layer=i: o_inputs.__setitem__(layer, args[0][0].double()))
+        for i, o in enumerate(o_modules)
+    ]
+    post = POST_ATTENTION_NORMS.get(model.config.model_type)
+    if post is not None:
+        handles += [
+            getattr(block, post).register_forward_hook(
+                lambda m, args, out, layer=i: ratios.__setitem__(layer, out[0].double() / args[0][0].double())
+            )
+            for i, block in enumerate(blocks)
+        ]
+    modelling.eager_attention_forward = recording
+    try:
+        with torch.inference_mode():
+            model(input_ids=torch.tensor([list(ids)]), output_attentions=True)
+    finally:
+        modelling.eager_attention_forward = original
+        for handle in handles:
+            handle.remove()
+    out = []
+    for layer, (module, o) in enumerate(zip(attention_modules, o_modules, strict=True)):
+        values, alpha = records[module]
+        num_heads, (num_kv, num_keys, head_dim) = alpha.shape[0], values.shape
+        v = values[torch.arange(num_heads) // (num_heads // num_kv)]  # [head, key, d]
+        mixed = (alpha @ v).transpose(0, 1).reshape(alpha.shape[1], -1)  # what o reads [query, head·d]
+        torch.testing.assert_close(mixed, o_inputs[layer], rtol=1e-5, atol=1e-6)
+        slots = torch.zeros(num_heads, num_keys, num_heads * head_dim, dtype=torch.float64)
+        for head in range(num_heads):
+            slots[head, :, head * head_dim : (head + 1) * head_dim] = v[head]
+        o64 = copy.deepcopy(o).double()
+        with torch.inference_mode():
+            written = o64(slots) - o64(torch.zeros(num_heads * head_dim, dtype=torch.float64))
+        vectors = alpha[..., None] * written[:, None]  # [head, query, key, hidden]
+        if post is not None:
+            vectors = vectors * ratios[layer][None, :, None, :]
+        out.append(vectors.norm(dim=-1).numpy())
+    return np.stack(out)
+
+
+def query_shares(maps: np.ndarray) -> np.ndarray:
+    """[layer, head, query, key] maps as shares of each (layer, query) over heads and keys: a
+    factor common to a query row (a post-attention norm's 1/rms) cancels."""
+    return maps / maps.sum(axis=(1, 3), keepdims=True)
+
 
 # --- prompts, clue tables and attention stores of the tiny models ---
 

@@ -7,7 +7,7 @@ import copy
 
 import pytest
 import torch
-from transformers import GPT2Config
+from transformers import BloomConfig
 
 from attnscope import architecture, matrices
 
@@ -49,9 +49,9 @@ def test_declared_gain_is_what_the_norm_applies(tiny_model):
 
 def test_a_family_without_a_declaration_is_refused():
     with pytest.raises(
-        ValueError, match=r"GPT2Config \(model_type 'gpt2'\).*attnscope.architecture.FAMILIES"
+        ValueError, match=r"BloomConfig \(model_type 'bloom'\).*attnscope.architecture.FAMILIES"
     ):
-        architecture.family(GPT2Config())
+        architecture.family(BloomConfig())
 
 
 def test_a_declaration_that_misses_the_layers_says_where_it_looked(tiny_llama, monkeypatch):

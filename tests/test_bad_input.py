@@ -221,6 +221,57 @@ def test_unknown_model_key(tmp_path):
     assert_says(out, "model: unknown model key 'gpt5'", "use one of the keys of models: smollm2")
 
 
+def saved_model_config(tmp_path: Path, model_class: str, model_type: str) -> tuple[dict, Path]:
+    """One experiment on a ``path:`` model ``mine`` whose config.json names its class and model_type."""
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    (saved / "config.json").write_text(
+        f'{{"architectures": ["{model_class}"], "model_type": "{model_type}"}}'
+    )
+    config = one_experiment()
+    config["models"]["mine"] = {"source": "path", "path": str(saved), "initializer_range": 0.02}
+    config["model"] = "mine"
+    return config, saved / "config.json"
+
+
+def test_a_saved_model_of_an_undeclared_family(tmp_path):
+    """A ``path:`` model's config.json names a model_type with no Family: refused before any job,
+    naming its class, model_type, the declaration to add and where the docs say how."""
+    config, path = saved_model_config(tmp_path, "BloomForCausalLM", "bloom")
+    out = refused_at_parse(tmp_path, config)
+    assert_says(
+        out,
+        f"models.mine.path: {path}: BloomForCausalLM (model_type 'bloom')",
+        "no decoder family declared for it",
+        "add a Family to attnscope.architecture.FAMILIES",
+        'docs/own-data.md, "Your own model"',
+    )
+
+
+@pytest.mark.parametrize(
+    ("model_class", "model_type", "choice", "stage"),
+    [
+        ("Gemma2ForCausalLM", "gemma2", "attention.kernel: sdpa", "sdpa capture"),
+        ("GPT2LMHeadModel", "gpt2", "experiments.a.variants[1]: qkscale-a2", "weight edits"),
+    ],
+)
+def test_a_stage_a_saved_model_cannot_take(tmp_path, model_class, model_type, choice, stage):
+    """A declared family whose stage the config runs cannot take it yet: refused before any job, naming
+    the config choice, the model and the stage."""
+    config, path = saved_model_config(tmp_path, model_class, model_type)
+    if stage == "sdpa capture":
+        config["attention"]["kernel"] = "sdpa"
+    else:
+        config["experiments"]["a"]["variants"] = ["trained", "qkscale-a2"]
+    out = refused_at_parse(tmp_path, config)
+    assert_says(
+        out,
+        f"{choice}: models.mine.path: {path}: {model_class} (model_type '{model_type}'): the {stage} "
+        "stage is not supported for this family yet",
+        "choose another for this model",
+    )
+
+
 @pytest.mark.parametrize(
     ("key", "value", "fragment"),
     [

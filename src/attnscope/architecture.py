@@ -1,12 +1,16 @@
 """The decoder's anatomy: one declaration per model family, keyed on the HF config's ``model_type``.
 
 A :class:`Family` says where a decoder keeps its layers, its attention and MLP modules, the
-q/k/v/o and gate/up/down projections, the RMSNorms each matrix reads, the gain those norms apply
-(γ, or 1 + γ) and whether queries and keys are normalised after W_q, W_k (QK-norm). The
-attention, capture, spectra, circuits, heads and the weight edits read only these declarations
-(and the config: heads, KV heads, head_dim, sliding windows); a model whose ``model_type`` has
-none is refused with the declaration to add (docs/own-data.md). torch is imported inside the
-functions that need it, so the module stays cheap to import.
+q/k/v/o and gate/up/down projections (a fused q/k/v projection as slices, weights stored [in, out]),
+which of them add a bias, the norms each matrix reads and the one on the attention output, their
+kind (RMSNorm or LayerNorm) and the gain they apply (γ, or 1 + γ), whether queries and keys are
+normalised after W_q, W_k (QK-norm), an attention-logit soft-cap, the position scheme and a
+parallel residual. The attention, capture, spectra, circuits, heads, knockouts and the weight
+edits read only these declarations (and the config: heads, KV heads, head_dim, sliding windows);
+a model whose ``model_type`` has none is refused with the declaration to add, one whose modules
+contradict its declaration is refused with what does not match, and a stage that cannot take a
+family yet refuses it by name (docs/own-data.md). torch is imported inside the functions that
+need it, so the module stays cheap to import.
 """
 
 from __future__ import annotations
@@ -25,9 +29,15 @@ READS_NORM = ("q", "k", "v", "gate", "up")
 MLP's (o and down read the attention / MLP output)."""
 
 
+STAGES = ("spectra", "folded spectra", "circuits", "weight edits", "sdpa capture")
+"""The stages that read a family's weights or kernel beyond its attention probabilities and value norms
+(:meth:`Family.unsupported` says which a family cannot take yet)."""
+
+
 @dataclass(frozen=True)
 class Family:
-    """Where one decoder family keeps its parts (attribute names) and the gain its RMSNorms apply."""
+    """Where one decoder family keeps its parts (attribute names), how its projections are laid out and
+    which gains, norms, biases, soft-cap and positions its attention has."""
 
     layers: str = "model.layers"
     """Dotted path from the causal LM to its decoder blocks (a ``ModuleList``)."""
@@ -40,24 +50,57 @@ class Family:
     gate: str = "gate_proj"
     up: str = "up_proj"
     down: str = "down_proj"
-    input_norm: str = "input_layernorm"
-    """The block's norm that q, k and v read."""
-    mlp_norm: str = "post_attention_layernorm"
-    """The block's norm that gate and up read."""
+    qkv: str | None = None
+    """A projection that computes queries, keys and values at once (Phi-3's ``qkv_proj``, GPT-NeoX's
+    ``query_key_value``, GPT-2's ``c_attn``), or None: q, k, v are separate."""
+    qkv_order: tuple[str, str, str] = ("q", "k", "v")
+    """The order of the fused projection's output slices."""
+    qkv_per_head: bool = False
+    """The fused output is grouped by head, [q_h k_h v_h] for each head h (GPT-NeoX), not by matrix
+    ([q of every head, k of every KV head, v of every KV head])."""
+    transposed: bool = False
+    """Weights stored [in, out] (GPT-2's ``Conv1D``), not [out, in] (``nn.Linear``)."""
+    biases: tuple[str, ...] = ()
+    """The attention projections (of q, k, v, o) that add a bias: the value norms take the biased value
+    W_V x + b_V, and a bilinear QK circuit misses the q, k biases' terms."""
+    norm: str = "rms"
+    """``rms`` (RMSNorm: no centring, no bias) or ``layer`` (LayerNorm: centring, γ and β)."""
+    input_norm: str | None = "input_layernorm"
+    """The block's norm that q, k and v read (None: they read the residual stream itself, OLMo 2)."""
+    mlp_norm: str | None = "post_attention_layernorm"
+    """The block's norm that gate and up read (None: the residual stream itself)."""
     norm_offset: float = 0.0
-    """0 for RMSNorms that apply γ (Llama's, Mistral's), 1 for ones that apply 1 + γ (Gemma's:
+    """0 for norms that apply γ (Llama's, Mistral's), 1 for ones that apply 1 + γ (Gemma's:
     ``output * (1.0 + self.weight)``)."""
     qk_norm: tuple[str, str] | None = None
-    """The attention's RMSNorms on each head's queries and keys after W_q, W_k (QK-norm), or None."""
+    """The attention's RMSNorms on queries and keys after W_q, W_k (QK-norm), or None."""
+    qk_norm_per_head: bool = True
+    """The QK-norm normalises each head's head_dim (Gemma 3, Qwen 3), or all heads' queries (keys) at
+    once over heads × head_dim (OLMo 2)."""
+    post_attention_norm: str | None = None
+    """The block's norm on the attention output before the residual (Gemma's, OLMo 2's), or None: its
+    applied gain g scales what every head writes, W_O,h v becomes g ⊙ W_O,h v (its 1/rms is common to
+    a query row's keys)."""
+    logit_softcap: str | None = None
+    """The config key of the attention logits' soft-cap c (logits → c · tanh(logits / c), Gemma 2)."""
+    positions: str = "rope"
+    """``rope`` (rotary, over the config's ``partial_rotary_factor`` of head_dim where it has one) or
+    ``learned`` (absolute position embeddings added to the input, GPT-2)."""
+    parallel_residual: str | None = None
+    """The config key that says whether attention and MLP read the same residual stream and add to it
+    together (GPT-NeoX's ``use_parallel_residual``), or None: they run one after the other."""
 
     def norm_of(self, matrix: str) -> str:
-        """The block's RMSNorm that ``matrix`` (one of :data:`READS_NORM`) reads."""
+        """The block's norm that ``matrix`` (one of :data:`READS_NORM`) reads."""
         if matrix not in READS_NORM:
             raise ValueError(f"matrix {matrix!r} reads no RMSNorm (those that do: {', '.join(READS_NORM)})")
         return self.input_norm if matrix in ("q", "k", "v") else self.mlp_norm
 
     def projection(self, module: torch.nn.Module, matrix: str) -> torch.nn.Module:
-        """The projection of ``matrix`` (q, k, v, o; gate, up, down) in its attention or MLP ``module``."""
+        """The projection of ``matrix`` (q, k, v, o; gate, up, down) in its attention or MLP ``module``
+        (q, k and v of a fused family: the fused projection)."""
+        if self.qkv is not None and matrix in ("q", "k", "v"):
+            return getattr(module, self.qkv)
         return getattr(module, getattr(self, matrix))
 
     def matrix_module(self, block: torch.nn.Module, matrix: str) -> torch.nn.Module:
@@ -65,43 +108,226 @@ class Family:
         parent = self.attention if matrix in ATTENTION_TYPES else self.mlp
         return self.projection(getattr(block, parent), matrix)
 
+    def fused_rows(self, matrix: str, config: PretrainedConfig) -> torch.Tensor:
+        """The output rows of the fused projection that are ``matrix``'s (q, k or v), in head order."""
+        import torch
+
+        n_heads, n_kv, head_dim = attention_shape(config)
+        position = self.qkv_order.index(matrix)
+        if self.qkv_per_head:  # [head, (q k v), head_dim]
+            return (torch.arange(n_heads)[:, None] * 3 + position) * head_dim + torch.arange(head_dim)
+        sizes = {"q": n_heads * head_dim, "k": n_kv * head_dim, "v": n_kv * head_dim}
+        start = sum(sizes[m] for m in self.qkv_order[:position])
+        return torch.arange(start, start + sizes[matrix])
+
+    def attention_weight(self, attn: torch.nn.Module, matrix: str, config: PretrainedConfig) -> torch.Tensor:
+        """W of ``matrix`` (q, k, v, o) as [out, in], from the attention module ``attn``: its own
+        projection, or its rows of the fused one; transposed where the family stores [in, out]."""
+        weight = self.projection(attn, matrix).weight
+        weight = weight.T if self.transposed else weight
+        if self.qkv is not None and matrix != "o":
+            weight = weight[self.fused_rows(matrix, config).reshape(-1).to(weight.device)]
+        return weight
+
+    def value_states(self, output: torch.Tensor, config: PretrainedConfig) -> torch.Tensor:
+        """The value states [token, kv_head, head_dim] in the output [..., token, out] of the value
+        projection (:meth:`projection` of ``v``), its bias included."""
+        _, n_kv, head_dim = attention_shape(config)
+        if self.qkv is not None:
+            output = output[..., self.fused_rows("v", config).reshape(-1).to(output.device)]
+        return output.reshape(-1, n_kv, head_dim)
+
     def qk_norms(self, attn: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module] | None:
-        """The attention module's RMSNorms on queries and keys (QK-norm), or None."""
+        """The attention module's norms on queries and keys (QK-norm), or None."""
         if self.qk_norm is None:
             return None
         q_norm, k_norm = self.qk_norm
         return getattr(attn, q_norm), getattr(attn, k_norm)
 
+    def output_gain(self, block: torch.nn.Module) -> torch.Tensor | None:
+        """The applied gain g [hidden] of ``block``'s post-attention norm, or None where it has none."""
+        if self.post_attention_norm is None:
+            return None
+        return self.applied_gain(getattr(block, self.post_attention_norm))
+
     def applied_gain(self, norm: torch.nn.Module) -> torch.Tensor:
-        """The gain an RMSNorm of this family multiplies the normalised input by: γ, or 1 + γ."""
+        """The gain a norm of this family multiplies the normalised input by: γ, or 1 + γ."""
         return norm.weight + self.norm_offset
 
     def set_applied_gain(self, norm: torch.nn.Module, gain: torch.Tensor) -> None:
-        """Make the RMSNorm multiply the normalised input by ``gain`` (in place)."""
+        """Make the norm multiply the normalised input by ``gain`` (in place)."""
         norm.weight.copy_(gain - self.norm_offset)
+
+    def notes(self, config: PretrainedConfig) -> list[str]:
+        """What this family's anatomy means for the analyses of ``config``'s model (its manifest notes)."""
+        notes = []
+        if self.qk_norm is not None:
+            span = (
+                "each head's queries and keys"
+                if self.qk_norm_per_head
+                else "all heads' queries, keys at once"
+            )
+            notes.append(
+                f"QK-norm: {' and '.join(self.qk_norm)} (RMSNorm on {span}) set the scale of the attention "
+                "logits; the spectra and base alignment of W_q, W_k are of the stored matrices, and qkscale "
+                "scales the norms' gains"
+            )
+        if self.post_attention_norm is not None:
+            notes.append(
+                f"post-attention norm: {self.post_attention_norm} scales what the heads write by its gain; "
+                "the value-weighted maps take the gain, the OV circuits leave it out"
+            )
+        if self.logit_softcap is not None:
+            notes.append(
+                f"attention logits soft-capped ({self.logit_softcap}): the sdpa capture route refuses it"
+            )
+        if self.biases:
+            notes.append(
+                f"biases on {', '.join(self.biases)}: the value norms take the biased values, qkscale scales "
+                "the q and k biases with W_q, W_k"
+            )
+        if self.norm == "layer":
+            notes.append("LayerNorms (centring, a bias): the folded spectra and circuits refuse them")
+        if self.positions == "learned":
+            notes.append("learned absolute positions (no RoPE): position enters with the input embeddings")
+        if self.parallel_residual is not None and getattr(config, self.parallel_residual, False):
+            notes.append("parallel residual: attention and MLP read the same residual stream")
+        return notes
+
+    def mismatch(self, block: torch.nn.Module, config: PretrainedConfig) -> str | None:
+        """What in decoder ``block`` contradicts this declaration (a projection's bias, a norm's kind, the
+        fused projection's width), or None."""
+        from torch import nn
+
+        attn = getattr(block, self.attention)
+        for matrix in ("q", "k", "v", "o"):
+            has_bias = getattr(self.projection(attn, matrix), "bias", None) is not None
+            if has_bias != (matrix in self.biases):
+                kind = "a" if has_bias else "no"
+                return f"its {matrix} projection has {kind} bias (declared biases: {self.biases})"
+        for name in filter(None, (self.input_norm, self.mlp_norm, self.post_attention_norm)):
+            layer_norm = isinstance(getattr(block, name), nn.LayerNorm)
+            if layer_norm != (self.norm == "layer"):
+                return f"its {name} is {'a' if layer_norm else 'no'} LayerNorm (declared norm: {self.norm!r})"
+        if self.qkv is not None:
+            n_heads, n_kv, head_dim = attention_shape(config)
+            rows = (n_heads + 2 * n_kv) * head_dim
+            width = self.projection(attn, "q").weight.shape[0 if not self.transposed else 1]
+            if width != rows:
+                return f"its {self.qkv} has {width} outputs, not q, k, v's {rows}"
+        return None
+
+    def unsupported(self, stage: str) -> str | None:
+        """Why ``stage`` (one of :data:`STAGES`) cannot take this family yet, or None where it can."""
+        if stage not in STAGES:
+            raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
+        if stage == "sdpa capture":
+            return "its attention logits are soft-capped (SDPA cannot)" if self.logit_softcap else None
+        if self.qkv is not None or self.transposed:
+            return "its projections are fused or stored [in, out]; this stage reads each nn.Linear's weight"
+        folds = stage in ("folded spectra", "circuits")
+        if folds and (self.mlp_norm is None or self.input_norm is None):
+            return "its projections read the residual stream without a pre-norm, whose gain this stage folds"
+        if folds and self.norm == "layer":
+            return "its LayerNorms centre and add a bias, which folding a gain into the weights leaves out"
+        if stage == "circuits" and {"q", "k"} & set(self.biases):
+            return "its queries and keys have biases, whose terms a bilinear QK circuit leaves out"
+        return None
+
+
+def require(config: PretrainedConfig, stage: str) -> Family:
+    """The family of ``config``; a ``ValueError`` naming it and ``stage`` where the stage cannot take it."""
+    return required(getattr(config, "model_type", None), type(config).__name__, stage)
+
+
+def required(model_type: str | None, model_class: str, stage: str) -> Family:
+    """The family declared for ``model_type`` (of ``model_class``, for the messages); a ``ValueError``
+    where there is none or where ``stage`` cannot take it."""
+    decoder = declared(model_type, model_class)
+    reason = decoder.unsupported(stage)
+    if reason is not None:
+        raise ValueError(
+            f"{model_class} (model_type {model_type!r}): the {stage} stage is not supported for this "
+            f'family yet: {reason} (docs/own-data.md, "Your own model")'
+        )
+    return decoder
 
 
 _PRE_NORM = Family()
 FAMILIES: dict[str, Family] = {
     "llama": _PRE_NORM,
     "mistral": _PRE_NORM,
+    "qwen2": Family(biases=("q", "k", "v")),
+    "qwen3": Family(qk_norm=("q_norm", "k_norm")),
+    "gemma2": Family(
+        mlp_norm="pre_feedforward_layernorm",
+        norm_offset=1.0,
+        post_attention_norm="post_attention_layernorm",
+        logit_softcap="attn_logit_softcapping",
+    ),
     "gemma3_text": Family(
-        mlp_norm="pre_feedforward_layernorm", norm_offset=1.0, qk_norm=("q_norm", "k_norm")
+        mlp_norm="pre_feedforward_layernorm",
+        norm_offset=1.0,
+        qk_norm=("q_norm", "k_norm"),
+        post_attention_norm="post_attention_layernorm",
+    ),
+    "olmo2": Family(
+        input_norm=None,
+        mlp_norm=None,
+        qk_norm=("q_norm", "k_norm"),
+        qk_norm_per_head=False,
+        post_attention_norm="post_attention_layernorm",
+    ),
+    "phi3": Family(qkv="qkv_proj", gate="gate_up_proj", up="gate_up_proj"),
+    "gpt_neox": Family(
+        layers="gpt_neox.layers",
+        attention="attention",
+        o="dense",
+        up="dense_h_to_4h",
+        gate="dense_h_to_4h",
+        down="dense_4h_to_h",
+        qkv="query_key_value",
+        qkv_per_head=True,
+        biases=("q", "k", "v", "o"),
+        norm="layer",
+        parallel_residual="use_parallel_residual",
+    ),
+    "gpt2": Family(
+        layers="transformer.h",
+        attention="attn",
+        o="c_proj",
+        up="c_fc",
+        gate="c_fc",
+        down="c_proj",
+        qkv="c_attn",
+        transposed=True,
+        biases=("q", "k", "v", "o"),
+        norm="layer",
+        input_norm="ln_1",
+        mlp_norm="ln_2",
+        positions="learned",
     ),
 }
-"""``model_type`` → its family. Gemma 3's ``post_attention_layernorm`` normalises the attention output
-before the residual; its MLP reads ``pre_feedforward_layernorm``."""
+"""``model_type`` → its family. Gemma's ``post_attention_layernorm`` normalises the attention output
+before the residual and its MLP reads ``pre_feedforward_layernorm``; OLMo 2 has post-norms only. Where
+a family has no gate (GPT-NeoX, GPT-2) or fuses gate and up (Phi-3), gate and up name the same module
+(the weight stages refuse these families)."""
 
 
 def family(config: PretrainedConfig) -> Family:
     """The declaration of ``config``'s family; a clear ``ValueError`` where there is none."""
-    model_type = getattr(config, "model_type", None)
+    return declared(getattr(config, "model_type", None), type(config).__name__)
+
+
+def declared(model_type: str | None, model_class: str) -> Family:
+    """The family declared for ``model_type`` (of ``model_class``, for the message), or a ``ValueError``
+    that names them and the declaration to add."""
     if model_type not in FAMILIES:
         raise ValueError(
-            f"{type(config).__name__} (model_type {model_type!r}): no decoder family declared for it "
+            f"{model_class} (model_type {model_type!r}): no decoder family declared for it "
             f"(declared: {', '.join(sorted(FAMILIES))}); attnscope needs to know where its layers, "
             "attention, projections and norms live and which gain its norms apply: add a Family to "
-            "attnscope.architecture.FAMILIES (docs/own-data.md)"
+            'attnscope.architecture.FAMILIES (docs/own-data.md, "Your own model")'
         )
     return FAMILIES[model_type]
 
@@ -110,7 +336,8 @@ def decoder_layers(model: PreTrainedModel) -> torch.nn.ModuleList:
     """The decoder blocks of a HF causal LM, where its family declares them."""
     from torch import nn
 
-    path = family(model.config).layers
+    decoder = family(model.config)
+    path = decoder.layers
     layers = model
     for name in path.split("."):
         layers = getattr(layers, name, None)
@@ -118,6 +345,12 @@ def decoder_layers(model: PreTrainedModel) -> torch.nn.ModuleList:
         raise TypeError(
             f"{type(model).__name__}: no decoder layers at .{path} (the {model.config.model_type!r} "
             "declaration in attnscope.architecture.FAMILIES)"
+        )
+    wrong = decoder.mismatch(layers[0], model.config)
+    if wrong is not None:
+        raise TypeError(
+            f"{type(model).__name__}: {wrong}; the {model.config.model_type!r} declaration in "
+            "attnscope.architecture.FAMILIES does not describe this model"
         )
     return layers
 

@@ -8,7 +8,8 @@ sink receives ``(layer, probabilities [head, query, key])`` before the forward p
 to the next layer (:mod:`attnscope.attention` stores them).
 
 Beside either route, :class:`ValueNorms` takes what each head writes per unit of attention:
-‖W_O,h · v_j‖ for every key j, from the layer's own value states (a hook on ``v_proj``, which
+‖g ⊙ W_O,h · v_j‖ for every key j (g the applied gain of a post-attention norm, where the family
+declares one; else ‖W_O,h · v_j‖), from the layer's own value states (a hook on ``v_proj``, which
 runs before the layer's attention), so the value-weighted maps (Kobayashi et al. 2020,
 "Attention is not only a weight") need no second forward pass.
 """
@@ -69,7 +70,6 @@ _RECOMPUTE_SINK: ContextVar[Callable[[int, torch.Tensor], None] | None] = Contex
 
 
 def recomputed_probabilities(
-    module: torch.nn.Module,
     query: torch.Tensor,
     key: torch.Tensor,
     attention_mask: torch.Tensor | None,
@@ -84,7 +84,7 @@ def recomputed_probabilities(
     mask (True: visible; causal, sliding window, padding) or an additive float mask.
     """
     q = query[0]
-    k = repeat_kv(key, module.num_key_value_groups)[0].transpose(1, 2)  # [head, d, key]
+    k = repeat_kv(key, query.shape[1] // key.shape[1])[0].transpose(1, 2)  # [head, d, key]
     num_heads, n_query, n_key = q.shape[0], q.shape[1], k.shape[2]
     rows = max(1, chunk_bytes // (4 * num_heads * n_key))
     out = torch.empty(num_heads, n_query, n_key, dtype=query.dtype, device=query.device)
@@ -117,7 +117,7 @@ def _sdpa_recompute(
     sink = _RECOMPUTE_SINK.get()
     if sink is not None:
         scale = scaling if scaling is not None else query.shape[-1] ** -0.5
-        sink(module.layer_idx, recomputed_probabilities(module, query, key, attention_mask, scale))
+        sink(module.layer_idx, recomputed_probabilities(query, key, attention_mask, scale))
     return output, None
 
 
@@ -135,6 +135,7 @@ class RecomputeCapture:
         self.model, self.sink = model, sink
 
     def __enter__(self) -> RecomputeCapture:
+        architecture.require(self.model.config, "sdpa capture")
         self.previous = self.model.config._attn_implementation
         self.model.set_attn_implementation(RECOMPUTE)
         self.token = _RECOMPUTE_SINK.set(self.sink)
@@ -153,36 +154,52 @@ def capture(model: PreTrainedModel, sink: Callable[[int, torch.Tensor], None], k
     return LayerCapture(model, sink) if kernel == "eager" else RecomputeCapture(model, sink)
 
 
-def output_grams(o_proj: torch.nn.Module, num_heads: int, head_dim: int) -> torch.Tensor:
-    """G_h = W_O,hᵀ W_O,h [head, head_dim, head_dim] in float32, W_O,h the head's ``head_dim``
-    columns of ``o_proj``: ‖W_O,h v‖² = vᵀ G_h v, so a norm costs head_dim² instead of
-    head_dim × hidden."""
-    o = o_proj.weight.detach().to(torch.float64)
+def output_grams(
+    o_weight: torch.Tensor, num_heads: int, head_dim: int, gain: torch.Tensor | None = None
+) -> torch.Tensor:
+    """G_h = W_O,hᵀ diag(g²) W_O,h [head, head_dim, head_dim] in float32, W_O,h the head's
+    ``head_dim`` columns of W_O (``o_weight`` [hidden, head·head_dim]), g the post-attention norm's
+    applied ``gain`` [hidden] (none: G_h = W_O,hᵀ W_O,h): ‖g ⊙ W_O,h v‖² = vᵀ G_h v, so a norm costs
+    head_dim² instead of head_dim × hidden."""
+    o = o_weight.detach().to(torch.float64)
+    if gain is not None:
+        o = o * gain.detach().to(torch.float64)[:, None]
     w = o.reshape(o.shape[0], num_heads, head_dim).transpose(0, 1)  # [head, hidden, head_dim]
     return (w.transpose(1, 2) @ w).to(torch.float32)
 
 
 def written_norms(values: torch.Tensor, grams: torch.Tensor, kv_of: torch.Tensor) -> torch.Tensor:
-    """‖W_O,h · v_{g(h), j}‖ [head, key] of value states [key, kv_head, head_dim] (g: the query
-    head's KV head), in float32 on the CPU."""
+    """‖W_O,h · v_{g(h), j}‖ [head, key] (with a gain in ``grams``: ‖g ⊙ W_O,h · v_{g(h), j}‖) of
+    value states [key, kv_head, head_dim] (g(h): the query head's KV head), in float32 on the CPU."""
     v = values.to(torch.float32)[:, kv_of].transpose(0, 1)  # [head, key, head_dim]
     squared = ((v @ grams.to(v.device)) * v).sum(dim=-1)
     return squared.clamp(min=0).sqrt().cpu()
 
 
 class ValueNorms:
-    """Forward hooks on every layer's ``v_proj``: ``norms[layer]`` holds the batch's first
-    sequence's :func:`written_norms` [head, key] of the last forward pass through that layer
+    """Forward hooks on every layer's value projection (``v_proj``, or the fused projection's value
+    rows, bias included): ``norms[layer]`` holds the batch's first
+    sequence's :func:`written_norms` [head, key] (through the layer's post-attention gain, where its
+    family declares one) of the last forward pass through that layer
     (the keys that pass computed: after a KV cache, only the new ones)."""
 
     def __init__(self, model: PreTrainedModel):
-        num_heads, num_kv_heads, self.head_dim = architecture.attention_shape(model.config)
-        self.num_kv_heads = num_kv_heads
+        self.config = model.config
+        num_heads, num_kv_heads, head_dim = architecture.attention_shape(model.config)
         self.kv_of = architecture.kv_head_index(num_heads, num_kv_heads)
-        decoder = architecture.family(model.config)
+        self.decoder = architecture.family(model.config)
+        blocks = architecture.decoder_layers(model)
         attention = architecture.attention_modules(model)
-        self.modules = [decoder.projection(m, "v") for m in attention]
-        self.grams = [output_grams(decoder.projection(m, "o"), num_heads, self.head_dim) for m in attention]
+        self.modules = [self.decoder.projection(m, "v") for m in attention]
+        self.grams = [
+            output_grams(
+                self.decoder.attention_weight(m, "o", model.config),
+                num_heads,
+                head_dim,
+                self.decoder.output_gain(block),
+            )
+            for m, block in zip(attention, blocks, strict=True)
+        ]
         self.norms: dict[int, torch.Tensor] = {}
         self.handles: list[torch.utils.hooks.RemovableHandle] = []
 
@@ -197,5 +214,5 @@ class ValueNorms:
         self.handles.clear()
 
     def _hook(self, layer: int, module: torch.nn.Module, args: Any, output: torch.Tensor) -> None:
-        values = output[0].detach().reshape(-1, self.num_kv_heads, self.head_dim)
+        values = self.decoder.value_states(output[0].detach(), self.config)
         self.norms[layer] = written_norms(values, self.grams[layer], self.kv_of)

@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from attnscope.architecture import READS_NORM, Family, attention_shape, decoder_layers, family, kv_head_index
+from attnscope.architecture import READS_NORM, Family, attention_shape, decoder_layers, kv_head_index, require
 from attnscope.matrices import MATRIX_FORMS
 
 TOP_K = 10
@@ -55,7 +55,7 @@ def fold_norms(model: nn.Module) -> None:
     """Fold the gain of every RMSNorm that q, k, v, gate, up read into those matrices, in place (the
     norm then applies gain 1): the model computes the same function, and its q, k, v, gate, up
     weights are the folded ones."""
-    decoder = family(model.config)
+    decoder = require(model.config, "circuits")
     readers = {matrix: decoder.norm_of(matrix) for matrix in READS_NORM}
     for block in decoder_layers(model):
         for norm in dict.fromkeys(readers.values()):
@@ -87,7 +87,7 @@ def qk_circuits(model: nn.Module) -> pd.DataFrame:
     columns :data:`QK_COLUMNS`."""
     n_heads, n_kv, head_dim = attention_shape(model.config)
     kv_of = kv_head_index(n_heads, n_kv)
-    decoder = family(model.config)
+    decoder = require(model.config, "circuits")
     rows = []
     for layer, block in enumerate(decoder_layers(model)):
         q = decoder.matrix_module(block, "q").weight.detach().to(torch.float64).cpu()
@@ -122,7 +122,7 @@ def ov_circuits(model: nn.Module) -> pd.DataFrame:
     out, and so is a norm after o_proj (Gemma 3's post-attention norm)."""
     n_heads, n_kv, head_dim = attention_shape(model.config)
     kv_of = kv_head_index(n_heads, n_kv)
-    decoder = family(model.config)
+    decoder = require(model.config, "circuits")
     rows = []
     for layer, block in enumerate(decoder_layers(model)):
         v = decoder.matrix_module(block, "v").weight.detach().to(torch.float64).cpu()

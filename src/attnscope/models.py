@@ -69,6 +69,9 @@ ARCHITECTURE_CONSTANTS = (
     "query_pre_attn_scalar",
     "sliding_window",
     "layer_types",
+    "attn_logit_softcapping",
+    "layer_norm_eps",
+    "layer_norm_epsilon",
 )
 """The config constants the manifest records with their source (those the model's config has)."""
 
@@ -282,12 +285,7 @@ def prepare_model(name: str, spec: dict[str, Any], out_dir: str | os.PathLike) -
         given = (set(PretrainedConfig.get_config_dict(str(weights))[0]), f"the config.json of {location}")
     with torch.device("meta"):
         skeleton = AutoModelForCausalLM.from_config(config)
-    if architecture.family(config).qk_norm is not None:
-        notes.append(
-            "QK-norm: q_norm and k_norm (RMSNorm on each head's queries and keys) set the scale of the "
-            "attention logits; the spectra and base alignment of W_q, W_k are of the stored matrices, "
-            "and qkscale scales the norms' gains"
-        )
+    notes += architecture.family(config).notes(config)
     manifest = {
         "num_parameters": sum(p.numel() for p in skeleton.parameters()),
         "name": name,
@@ -338,11 +336,13 @@ def architecture_constants(
     (``given_source`` for the keys in ``given``, else the transformers config class's default).
 
     ``init`` is the init std and its source (:func:`model_init_std`); ``norm_form`` is the gain that
-    ``skeleton``'s RMSNorms apply (its family's ``norm_offset``, :mod:`attnscope.architecture`), whose
+    ``skeleton``'s norms apply (its family's ``norm_offset``, :mod:`attnscope.architecture`), whose
     source is the forward of their class.
     """
     decoder = architecture.family(config)
-    norm = getattr(architecture.decoder_layers(skeleton)[0], decoder.input_norm)
+    norm = getattr(
+        architecture.decoder_layers(skeleton)[0], decoder.input_norm or decoder.post_attention_norm
+    )
     found = {
         "initializer_range": init,
         "norm_form": (

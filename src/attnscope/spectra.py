@@ -33,7 +33,7 @@ import torch
 from threadpoolctl import threadpool_limits
 from torch import nn
 
-from attnscope.architecture import READS_NORM, attention_shape, decoder_layers, family, kv_head_index
+from attnscope.architecture import READS_NORM, attention_shape, decoder_layers, kv_head_index, require
 from attnscope.circuits import norm_scale
 from attnscope.matrices import EMBEDDING_TYPES, MATRIX_FORMS, MATRIX_TYPES
 from attnscope.models import torch_threads
@@ -144,7 +144,7 @@ def weight_groups(
     as layer -1 and an untied LM head last as layer ``num_layers``; a tied head is the
     embedding and is counted once.
     """
-    decoder = family(model.config)
+    decoder = require(model.config, "folded spectra" if folded else "spectra")
     layers = decoder_layers(model)
     indices = tuple(range(len(layers)))
     groups = []
@@ -422,7 +422,7 @@ def base_alignment(model: nn.Module, init_std: float) -> pd.DataFrame:
     """
     n_heads, n_kv, head_dim = attention_shape(model.config)
     kv_of = kv_head_index(n_heads, n_kv)
-    decoder = family(model.config)
+    decoder = require(model.config, "spectra")
     s2 = init_std**2
     rows = []
     for layer, block in enumerate(decoder_layers(model)):

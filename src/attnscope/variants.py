@@ -100,6 +100,11 @@ class Variant:
         return self.kind not in ("trained", "knockout")
 
     @property
+    def edits_attention(self) -> bool:
+        """Whether the variant edits W_q, W_k (or the QK-norm gains): :func:`apply_edit` acts on it."""
+        return self.kind in ("qkscale", "qktop", "qkflat")
+
+    @property
     def knocks_out(self) -> bool:
         """Whether the variant blocks attention edges at run time (weights as trained)."""
         return self.kind == "knockout"
@@ -228,9 +233,9 @@ def apply_edit(model: PreTrainedModel, variant: Variant) -> None:
     docstring); an edit without meaning for the architecture is refused."""
     import torch
 
-    if variant.kind not in ("qkscale", "qktop", "qkflat"):
+    if not variant.edits_attention:
         return
-    decoder = architecture.family(model.config)
+    decoder = architecture.require(model.config, "weight edits")
     modules = architecture.attention_modules(model)
     check_layers(variant, len(modules))
     if variant.kind == "qktop" and decoder.qk_norm is not None:
