@@ -664,7 +664,7 @@ def with_aggregates(selected: list, jobs: list, claims_experiment: str = "animal
                 )
                 for (r, _), f in zip(chosen, found)
             )
-        if rule == "head_correlations":
+        if rule == "head_correlations" or rule in TABLE_FIGURES.values():  # added below, with their tables
             return False
         return any(r in AGGREGATE_SOURCES[rule] and keys <= f for (r, _), f in zip(chosen, found))
 

@@ -438,7 +438,7 @@ def test_attn_chunks_are_layers_until_the_chunk_cap(tiny_llama, sample_clues, tm
     whole = attn("whole.zarr")
     num_layers, num_heads, n, _ = whole.shape
     assert whole.chunks == (1, num_heads, n, n)
-    monkeypatch.setattr(attention, "CHUNK_BYTES", 4 * 2 * n * n)  # four float16 heads
+    monkeypatch.setattr(promptgroup, "CHUNK_BYTES", 4 * 2 * n * n)  # four float16 heads
     assert num_heads % 4  # so the last chunk of a layer is an edge chunk, padded
     split = attn("split.zarr")
     assert split.chunks == (1, 4, n, n)
@@ -675,7 +675,7 @@ def test_loader_coordinates_match_the_prompt_table(llama_store):
             assert list(ds[f"{side}_shot"].values[:n]) == list(row["token_shot"])
             assert list(ds[f"{side}_token_word"].values[:n]) == list(row["token_word"])
         assert "generated" in set(ds["query_segment"].values[n:])
-        words = [w for w, s in zip(row["words"], row["word_segment"]) if s in attention.WORD_SEGMENTS]
+        words = [w for w, s in zip(row["words"], row["word_segment"]) if s in store.WORD_SEGMENTS]
         assert list(ds["query_word_text"].values[: len(words)]) == words
         assert ds["head_mean"].dims == ("layer", "query", "key")
         assert ds["word_attn_sum"].dims == ("layer", "query_word", "key_word")
@@ -695,7 +695,7 @@ SLOW_EXTRACT = textwrap.dedent(
     """
     import sys, time
     import pandas as pd
-    from attnscope import attention, models
+    from attnscope import attention, models, promptgroup
 
     model_dir, table_path, store = sys.argv[1:]
     loaded = models.load_model(model_dir)

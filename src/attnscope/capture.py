@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextvars import ContextVar
 from functools import partial
-from typing import Any
+from typing import Any, Self
 
 import torch
 from transformers import AttentionInterface, PreTrainedModel
@@ -32,7 +32,27 @@ SCORE_CHUNK_BYTES = 16 << 20
 """Most float32 scores the ``sdpa`` route recomputes at once (query rows per chunk follow)."""
 
 
-class LayerCapture:
+class LayerHooks:
+    """A forward hook on one module per layer (``modules``, in layer order) while the context is
+    open: each call of a module runs ``_hook(layer, module, args, output)``."""
+
+    modules: list[torch.nn.Module]
+
+    def __enter__(self) -> Self:
+        hooks = (partial(self._hook, layer) for layer in range(len(self.modules)))
+        self.handles = [module.register_forward_hook(hook) for module, hook in zip(self.modules, hooks)]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.handles.clear()
+
+    def _hook(self, layer: int, module: torch.nn.Module, args: Any, output: Any) -> None:
+        raise NotImplementedError
+
+
+class LayerCapture(LayerHooks):
     """Forward hooks on every layer's self-attention: ``sink(layer, weights)`` receives the
     layer's probabilities of the batch's first sequence, [head, query, key], as the model
     computed them (its dtype, on its device), before the forward pass goes on to the next layer.
@@ -41,17 +61,6 @@ class LayerCapture:
     def __init__(self, model: PreTrainedModel, sink: Callable[[int, torch.Tensor], None]):
         self.modules = architecture.attention_modules(model)
         self.sink = sink
-        self.handles: list[torch.utils.hooks.RemovableHandle] = []
-
-    def __enter__(self) -> LayerCapture:
-        for layer, module in enumerate(self.modules):
-            self.handles.append(module.register_forward_hook(partial(self._hook, layer)))
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for handle in self.handles:
-            handle.remove()
-        self.handles.clear()
 
     def _hook(self, layer: int, module: torch.nn.Module, args: Any, output: Any) -> None:
         weights = output[1] if isinstance(output, tuple) and len(output) > 1 else None
@@ -176,7 +185,7 @@ def written_norms(values: torch.Tensor, grams: torch.Tensor, kv_of: torch.Tensor
     return squared.clamp(min=0).sqrt().cpu()
 
 
-class ValueNorms:
+class ValueNorms(LayerHooks):
     """Forward hooks on every layer's value projection (``v_proj``, or the fused projection's value
     rows, bias included): ``norms[layer]`` holds the batch's first
     sequence's :func:`written_norms` [head, key] (through the layer's post-attention gain, where its
@@ -201,17 +210,6 @@ class ValueNorms:
             for m, block in zip(attention, blocks, strict=True)
         ]
         self.norms: dict[int, torch.Tensor] = {}
-        self.handles: list[torch.utils.hooks.RemovableHandle] = []
-
-    def __enter__(self) -> ValueNorms:
-        for layer, module in enumerate(self.modules):
-            self.handles.append(module.register_forward_hook(partial(self._hook, layer)))
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for handle in self.handles:
-            handle.remove()
-        self.handles.clear()
 
     def _hook(self, layer: int, module: torch.nn.Module, args: Any, output: torch.Tensor) -> None:
         values = self.decoder.value_states(output[0].detach(), self.config)

@@ -19,7 +19,7 @@ O(heads·hidden·head_dim²) per layer instead of a dense hidden² matrix and it
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,20 @@ from attnscope.architecture import READS_NORM, Family, attention_shape, decoder_
 from attnscope.matrices import MATRIX_FORMS
 
 TOP_K = 10
+
+
+def _forms(
+    decoder: Family, block: nn.Module, matrix: str, hidden: int
+) -> Iterator[tuple[str, str, torch.Tensor]]:
+    """(form, key, γ) of each of :data:`MATRIX_FORMS` for a matrix that reads a norm: γ = 1 for
+    the raw weights, the norm's applied gain folded; forms of equal gains share a key
+    (:func:`_gain_key`), so their statistics are computed once."""
+    for form in MATRIX_FORMS:
+        gamma = torch.ones(hidden, dtype=torch.float64)
+        if form == "folded":
+            gamma = norm_scale(decoder, block, matrix).cpu()
+        yield form, _gain_key(form, gamma), gamma
+
 
 QK_COLUMNS = [
     "layer",
@@ -94,13 +108,7 @@ def qk_circuits(model: nn.Module) -> pd.DataFrame:
         k = decoder.matrix_module(block, "k").weight.detach().to(torch.float64).cpu()
         hidden = q.shape[1]
         stats: dict[str, dict[str, np.ndarray]] = {}
-        for form in MATRIX_FORMS:
-            gamma = (
-                norm_scale(decoder, block, "q").cpu()
-                if form == "folded"
-                else torch.ones(hidden, dtype=torch.float64)
-            )
-            key = _gain_key(form, gamma)
+        for form, key, gamma in _forms(decoder, block, "q", hidden):
             if key not in stats:
                 a = (q * gamma).reshape(n_heads, head_dim, hidden)
                 b = (k * gamma).reshape(n_kv, head_dim, hidden)[kv_of]
@@ -130,13 +138,7 @@ def ov_circuits(model: nn.Module) -> pd.DataFrame:
         hidden = v.shape[1]
         a = o.reshape(o.shape[0], n_heads, head_dim).permute(1, 2, 0)  # W_O,hᵀ [head, head_dim, hidden]
         stats: dict[str, dict[str, np.ndarray]] = {}
-        for form in MATRIX_FORMS:
-            gamma = (
-                norm_scale(decoder, block, "v").cpu()
-                if form == "folded"
-                else torch.ones(hidden, dtype=torch.float64)
-            )
-            key = _gain_key(form, gamma)
+        for form, key, gamma in _forms(decoder, block, "v", hidden):
             if key not in stats:
                 b = (v * gamma).reshape(n_kv, head_dim, hidden)[kv_of]
                 stats[key] = _circuit_stats(a, b)
