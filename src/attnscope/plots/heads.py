@@ -24,7 +24,7 @@ from attnscope.store import (
 )
 
 SCORE_LABELS = {
-    "previous_token": "previous-token score",
+    "previous_token": "previous-token score (BOS key excluded)",
     "duplicate_token": "duplicate-token score",
     "induction": "induction score",
 }
