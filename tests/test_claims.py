@@ -573,7 +573,7 @@ def test_table_and_markdown():
     # Each row says which setting its verdict rests on: the choice and band, the weights' form.
     main = text.split("### m: every analysis choice")[0].splitlines()
     cells = {line.split(" | ")[1]: line.split(" | ")[2:5] for line in main if line.startswith("| ")}
-    assert cells["statement"] == ["metric", "setting", "estimate [95 % CI]"]
+    assert cells["statement"] == ["metric", "setting", "contrast"]
     assert [cells[s][1] for s in table["statement"]] == list(table["setting"])
     assert cells["Early layers are nearly diagonal-dominant"][1] == "words, thirds"
     assert cells["W_q: learned σ_max larger than random (thesis: 3–4 vs 2)"][1] == "raw"
