@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 
 from attnscope import report
+from attnscope.claims.records import CI, POINT
 from attnscope.evidence import Evidence
 from attnscope.io import markdown_table
-from attnscope.claims.records import CI, POINT
 from attnscope.stats import Interval, fmt
 from attnscope.variants import random_variants
 from attnscope.verdicts import CLAIM_VERDICTS as VERDICTS
