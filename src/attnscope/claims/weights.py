@@ -124,7 +124,8 @@ def alignment_small(
         verdict = verdict_of(interval, th.layer_share, th.layer_share_contradicted)
         name = "|cosine|·√n" if scale_free else "|z|"
         measured = (
-            f"share with {name} ≤ {th.alignment_z:g}: {interval.estimate:.3g} of {len(z)} {scope}s; "
+            f"{name} ≤ {th.alignment_z:g} in {int((z <= th.alignment_z).sum())} of {len(z)} {scope}s "
+            f"(share {interval.estimate:.3g}); "
             f"median {z.median():.3g}, max {z.max():.3g}"
         )
         return Result(verdict, interval, measured, n_seeds=len(randoms), per_prompt=False, bounds=POINT)
