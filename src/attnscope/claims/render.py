@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from attnscope import report
-from attnscope.claims.records import CI, POINT
+from attnscope.claims.records import POINT, RANGE
 from attnscope.evidence import Evidence
 from attnscope.io import markdown_table
 from attnscope.stats import Interval, fmt
@@ -59,7 +59,7 @@ def with_interval(rows: pd.DataFrame) -> list[str]:
         elif bounds == POINT:
             texts.append(f"{fmt(e, interval)} (point)")
         else:
-            texts.append(str(interval) + (f" ({bounds})" if bounds != CI else ""))
+            texts.append(str(interval) + (f" ({RANGE})" if bounds == RANGE else ""))
     return texts
 
 
