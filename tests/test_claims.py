@@ -928,6 +928,10 @@ def test_more_shots_prints_the_step_its_verdict_rests_on():
     rising = row_of(_shots(10, 13, 14), "more-shots")
     assert rising["verdict"] == claims.SUPPORTED and rising["contrast"] == "chrf: k8 − k5"
     assert rising["estimate"] == pytest.approx(1.0) and "inverted U" not in rising["measured"]
+    noise = np.random.default_rng(2).normal(0, 3, 12)  # a rise whose interval includes 0, then a fall
+    row = row_of(_shots(10, 10.5 + noise, 7), "more-shots")
+    assert row["contrast"] == "chrf: k8 − k3"  # the clearest fall: exact, the target noise shared
+    assert "rises (its interval includes 0: the rise is not established), then k8 − k5" in row["measured"]
     falling = row_of(_shots(14, 12, 10), "more-shots")  # falls throughout: no inverted U
     assert falling["verdict"] == NOT_REPLICATED and "inverted U" not in falling["measured"]
     assert falling["contrast"] == "chrf: k8 − k3" and falling["estimate"] == pytest.approx(-4.0)

@@ -109,14 +109,14 @@ def _shot_verdict(
 
 
 def _inverted_u(steps: dict[tuple[int, int], Interval]) -> str:
-    """`` (an inverted U: …)`` where a step that rises (interval > 0) precedes one that falls
-    (interval < 0), else nothing."""
+    """`` (an inverted U: …)`` where a step that rises (estimate > 0) precedes one that falls
+    (interval < 0), saying whether the rise's interval excludes 0; else nothing."""
     pairs = list(steps)
     for i, rise in enumerate(pairs):
         falls = [fall for fall in pairs[i + 1 :] if steps[fall].high < 0]
-        if steps[rise].low > 0 and falls:
+        if steps[rise].estimate > 0 and falls:
             (a, b), (c, d) = rise, falls[0]
-            return (
-                f" (an inverted U: k{b} − k{a} {steps[rise]} rises, then k{d} − k{c} {steps[falls[0]]} falls)"
-            )
+            unsure = "" if steps[rise].low > 0 else " (its interval includes 0: the rise is not established)"
+            fall = f"k{d} − k{c} {steps[c, d]} falls"
+            return f" (an inverted U: k{b} − k{a} {steps[rise]} rises{unsure}, then {fall})"
     return ""
