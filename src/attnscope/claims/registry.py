@@ -64,8 +64,8 @@ CLAIMS = (
         "8.2, 9.1",
         "Late layers contract again (sparser attention)",
         "{contrast}; given that the middle layers disperse (the claim above)",
-        "supported ≤ −{t.entropy_step:g} and the middle layers' dispersion supported; contradicted ≥ 0 or "
-        "if the middle layers' dispersion is",
+        "supported ≤ −{t.entropy_step:g} and the middle layers' dispersion supported; contradicted ≥ 0, "
+        "or if the middle layers' dispersion is contradicted (inconclusive at best if it is inconclusive)",
         entropy_step("late", "middle", -1),
         VARY_BANDS,
         Contrast("row_entropy", "late", "middle"),
@@ -77,7 +77,8 @@ CLAIMS = (
         "Late layers resemble the diagonal-dominant early layers",
         "{contrast}; given that the early layers are diagonal-dominant (the first claim)",
         "supported within ±{t.resemblance:g} (equivalence) and the early layers' dominance supported; "
-        "contradicted wholly outside or if the early layers' dominance is",
+        "contradicted wholly outside, or if the early layers' dominance is contradicted (inconclusive at "
+        "best if it is inconclusive)",
         late_resembles_early,
         VARY_BANDS,
         Contrast("diagonal_share", "late", "early"),
