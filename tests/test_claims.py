@@ -587,7 +587,7 @@ def test_table_and_markdown():
     # Each row says which setting its verdict rests on: the choice and band, the weights' form.
     main = text.split("### m: every analysis choice")[0].splitlines()
     cells = {line.split(" | ")[1]: line.split(" | ")[2:5] for line in main if line.startswith("| ")}
-    assert cells["statement"] == ["metric", "setting", "estimate [95 % CI]"]
+    assert cells["statement"] == ["metric", "setting", "contrast"]
     assert [cells[s][1] for s in table["statement"]] == list(table["setting"])
     assert cells["Early layers are nearly diagonal-dominant"][1] == "words, thirds"
     assert cells["W_q: learned σ_max larger than random (thesis: 3–4 vs 2)"][1] == "raw"
@@ -857,3 +857,144 @@ def test_knockout_claims_are_not_measured_without_their_knockouts():
     row = row_of(_knockout(**{**SHOTS_EQUAL, "shot0": -0.6}), "built-from-shots")
     assert row["estimate"] == pytest.approx(0.4, abs=0.03) and row["n_prompts"] == 12
     assert "L0-9" in row["measured"] and "L10-19" in row["measured"]
+
+
+def recomputed(ev: Evidence, row: pd.Series) -> float:
+    """A row's estimate from its contrast and the evidence tables it names, by hand: a variant's
+    column minus trained's paired per prompt and layer, a band's mean minus another's (thirds of
+    the trained model's layer means), or a shot count's chrF minus another's paired per target."""
+    contrast = claims.Contrast.parse(row["contrast"])
+    if contrast.axis == "k":
+        clues = ev.clues[ev.clues["variant"] == "trained"]
+        per_target = clues.groupby(["k", "target"])["chrf"].mean().unstack("k")
+        minuend, subtrahend = (
+            int(side.removeprefix("k")) for side in (contrast.minuend, contrast.subtrahend)
+        )
+        return (per_target[minuend] - per_target[subtrahend]).dropna().mean()
+    choice, *band = row["setting"].split(", ")
+    rows = ev.choices[ev.choices["choice"] == choice]
+    if contrast.axis == "band":
+        assert band == ["thirds"]
+        thirds = dict(zip(("early", "middle", "late"), np.array_split(np.arange(LAYERS), 3)))
+        per_layer = rows[rows["variant"] == "trained"].groupby("layer")[contrast.quantity].mean()
+        return per_layer[thirds[contrast.minuend]].mean() - per_layer[thirds[contrast.subtrahend]].mean()
+    keys = ["experiment", "prompt_index", "layer"]
+    side = {
+        name: rows[rows["variant"] == name].set_index(keys)[contrast.quantity]
+        for name in (contrast.minuend, contrast.subtrahend)
+    }
+    return (side[contrast.minuend] - side[contrast.subtrahend]).dropna().mean()
+
+
+def contrast_cases() -> list[Evidence]:
+    """Every input the claims read, and band effects and an inverted U in k that make the band and
+    k contrasts differ from 0 (and from their reverse)."""
+    bands_ = evidence(
+        choices(row_entropy=bands(0.5, 0.7, 0.4), diagonal_share=bands(0.8, 0.2, 0.7), noise=0.05)
+    )
+    return [full_evidence(), bands_, _shots(10, 13, 9)]
+
+
+@pytest.mark.parametrize("case", range(3))
+def test_every_estimate_is_the_contrast_its_row_names(case):
+    """Each row with a contrast: its estimate equals the contrast recomputed from the evidence, its
+    metric starts with the contrast in words. The case built to be wrong: the same rows read with
+    their contrast reversed (the α = 2 entropy row's former text, trained − α=2) do not match."""
+    ev = contrast_cases()[case]
+    table, _ = claims.evaluate(ev, bands=("thirds",))
+    rows = table[table["contrast"].notna() & table["estimate"].notna()]
+    assert len(rows) >= (3 if case else 6), table[["claim", "contrast"]]
+    for _, row in rows.iterrows():
+        contrast = claims.Contrast.parse(row["contrast"])
+        assert row["estimate"] == pytest.approx(recomputed(ev, row), abs=1e-9), row["claim"]
+        assert row["metric"].startswith(contrast.text()), row["metric"]
+        if abs(row["estimate"]) > 1e-6:
+            reversed_ = f"{contrast.quantity}: {contrast.subtrahend} − {contrast.minuend}"
+            assert recomputed(ev, row.copy().replace(row["contrast"], reversed_)) != pytest.approx(
+                row["estimate"]
+            )
+
+
+def test_the_sharpening_row_prints_edited_minus_trained_against_a_bar_of_that_sign():
+    """α = 2 lowers entropy by 0.1: the row says qkscale-a2 − trained, prints −0.1 and its bar is
+    ≤ −step; the former bar (≥ +step) would not hold for the estimate it printed."""
+    row = row_of(_alpha("qkscale-a2", row_entropy=0.5), "alpha-up-entropy")
+    assert row["contrast"] == "row_entropy: qkscale-a2 − trained"
+    assert row["metric"] == "normalised entropy, qkscale-a2 − trained, paired per prompt and layer"
+    assert row["threshold"].startswith("supported if the mean's interval ≤ −0.02 and lower in ≥ 80%")
+    assert row["threshold"].endswith("contradicted if it is ≥ 0")
+    assert row["verdict"] == claims.SUPPORTED and row["high"] <= -0.02 and not row["low"] >= 0.02
+    flatter = row_of(_alpha("qkscale-a0.5", row_entropy=0.7), "alpha-down-entropy")
+    assert flatter["contrast"] == "row_entropy: qkscale-a0.5 − trained" and flatter["low"] >= 0.02
+    assert "interval ≥ 0.02" in flatter["threshold"]
+
+
+def test_more_shots_prints_the_step_its_verdict_rests_on():
+    """chrF 10, 13, 9 at k = 3, 5, 8 (target noise shared, so paired steps are exact): the verdict
+    rests on the fall k8 − k5 = −4, which the row prints and calls an inverted U; the whole range
+    k8 − k3 = −1 (the former estimate) is not what decides. Rising steps: the weakest rise."""
+    row = row_of(_shots(10, 13, 9), "more-shots")
+    assert row["verdict"] == NOT_REPLICATED and row["contrast"] == "chrf: k8 − k5"
+    assert row["estimate"] == pytest.approx(-4.0) and row["estimate"] != pytest.approx(-1.0)
+    assert row["metric"].startswith("sentence chrF against the reference clues, k8 − k5, trained")
+    assert "k8 − k3 -1" in row["measured"] and "the verdict rests on k8 − k5" in row["measured"]
+    assert "an inverted U: k5 − k3 3" in row["measured"] and "then k8 − k5 -4" in row["measured"]
+    rising = row_of(_shots(10, 13, 14), "more-shots")
+    assert rising["verdict"] == claims.SUPPORTED and rising["contrast"] == "chrf: k8 − k5"
+    assert rising["estimate"] == pytest.approx(1.0) and "inverted U" not in rising["measured"]
+    noise = np.random.default_rng(2).normal(0, 3, 12)  # a rise whose interval includes 0, then a fall
+    row = row_of(_shots(10, 10.5 + noise, 7), "more-shots")
+    assert row["contrast"] == "chrf: k8 − k3"  # the clearest fall: exact, the target noise shared
+    assert "rises (its interval includes 0: the rise is not established), then k8 − k5" in row["measured"]
+    falling = row_of(_shots(14, 12, 10), "more-shots")  # falls throughout: no inverted U
+    assert falling["verdict"] == NOT_REPLICATED and "inverted U" not in falling["measured"]
+    assert falling["contrast"] == "chrf: k8 − k3" and falling["estimate"] == pytest.approx(-4.0)
+
+
+def _alone(claim: str, ev: Evidence) -> str:
+    """The claim's own verdict under the headline setting, without its premise."""
+    (measure,) = [c.measure for c in claims.CLAIMS if c.claim == claim]
+    return measure(ev, claims.Thresholds(), claims.Setting("words", "thirds")).verdict
+
+
+def test_again_and_resembling_need_their_premise():
+    """Entropy 0.7, 0.5, 0.3 by band: late layers contract (alone: supported), but the middle ones
+    did not disperse first, so they do not contract *again*; early rows 0.5 % dominant and late
+    1 %: late resembles early (alone: supported), but early is not diagonal-dominant. An inconclusive
+    premise leaves the claim inconclusive; on the thesis's model a failed premise contradicts."""
+    falling = evidence(choices(row_entropy=bands(0.7, 0.5, 0.3)))
+    assert _alone("late-contracting", falling) == claims.SUPPORTED
+    row = row_of(falling, "late-contracting")
+    assert row["verdict"] == NOT_REPLICATED and row["estimate"] == pytest.approx(-0.2)
+    premise = (
+        "premise not met (Middle layers disperse attention over distant tokens: not replicated on m, -0.2"
+    )
+    assert row["measured"].startswith(premise), row["measured"]
+    unsure = evidence(choices(row_entropy=bands(0.5, 0.55, 0.3), noise=0.05))
+    assert _alone("late-contracting", unsure) == claims.SUPPORTED
+    assert verdict(unsure, "late-contracting") == claims.INCONCLUSIVE
+    flat = evidence(choices(diagonal_share=bands(0.005, 0.2, 0.01)))
+    assert _alone("late-diagonal", flat) == claims.SUPPORTED
+    row = row_of(flat, "late-diagonal")
+    assert row["verdict"] == NOT_REPLICATED and "premise not met (Early layers are nearly" in row["measured"]
+    flat.thesis_model = True
+    assert verdict(flat, "late-diagonal") == claims.CONTRADICTED
+
+
+def test_spread_over_init_seeds_is_a_range_not_an_interval():
+    """The spectra rows' bounds are the shares of single init seeds: called a range in the table and
+    on the page; the alignment's share a point; attention rows keep their 95 % interval."""
+    trained = spectra_tables(1.0)["trained"]
+    seeds = {f"random-s{s}": spectra_tables(1.0, seed=s + 1)["random-s0"] for s in range(3)}
+    z = [0.5] * 30
+    ev = evidence(spectra={"trained": trained, **seeds}, alignment=alignment(z))
+    table, sensitivity = claims.evaluate(ev)
+    bounds = table.set_index("claim")["bounds"]
+    assert set(bounds["spectra"]) == {"range over init seeds"} and bounds["alignment-layer-small"] == "point"
+    assert bounds["early-diagonal"] == "95 % CI" and set(sensitivity["bounds"]) == set(bounds)
+    text = claims.claims_markdown(table, sensitivity, {"m": claims.measured_on(ev)})
+    spectra_lines = [line for line in text.splitlines() if "learned σ_max" in line]
+    assert spectra_lines and all("(range over init seeds)" in line for line in spectra_lines)
+    assert "| 1.000 (point) |" in text
+    early = [line for line in text.splitlines() if line.startswith("| 8.2, 9.1 | Early layers")][0]
+    assert "range" not in early and "point" not in early

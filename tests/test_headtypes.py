@@ -16,19 +16,21 @@ from attnscope.plots import plot_head_types
 LENGTH, COUNT, SEED, THRESHOLD = 24, 3, 0, 0.4
 
 
-def hand_targets(ids: list[int], score: str, i: int) -> list[int]:
-    """The target keys of query i, from the definitions in words."""
+def hand_targets(ids: list[int], score: str, i: int, bos: bool = True) -> list[int]:
+    """The target keys of query i, from the definitions in words; with ``bos`` never key 0."""
     if score == "previous_token":
-        return [i - 1] if i >= 1 else []
-    if score == "duplicate_token":
-        return [j for j in range(i) if ids[j] == ids[i]]
-    return [j for j in range(1, i + 1) if ids[j - 1] == ids[i] and j - 1 < i]
+        targets = [i - 1] if i >= 1 else []
+    elif score == "duplicate_token":
+        targets = [j for j in range(i) if ids[j] == ids[i]]
+    else:
+        targets = [j for j in range(1, i + 1) if ids[j - 1] == ids[i] and j - 1 < i]
+    return [j for j in targets if not (bos and j == 0)]
 
 
-def hand_score(a: np.ndarray, ids: list[int], score: str) -> float:
+def hand_score(a: np.ndarray, ids: list[int], score: str, bos: bool = True) -> float:
     """Mean over the queries with a target key of the attention on the target keys, by loops."""
-    masses = [sum(a[i, j] for j in hand_targets(ids, score, i)) for i in range(len(ids))]
-    rows = [m for i, m in enumerate(masses) if hand_targets(ids, score, i)]
+    masses = [sum(a[i, j] for j in hand_targets(ids, score, i, bos)) for i in range(len(ids))]
+    rows = [m for i, m in enumerate(masses) if hand_targets(ids, score, i, bos)]
     return sum(rows) / len(rows)
 
 
@@ -47,16 +49,44 @@ def built_map(ids: list[int], score: str) -> np.ndarray:
     return a
 
 
-IDS = [1, 5, 7, 5, 9, 9, 3, 5, 9, 5, 7]  # repeats inside and across "copies", a token twice in a row
+IDS = [1, 5, 7, 5, 9, 9, 3, 5, 9, 5, 7, 1]  # repeats inside and across "copies", a token twice in a row
 
 
-def test_scores_equal_hand_loops_on_random_maps():
+@pytest.mark.parametrize("bos", [True, False])
+def test_scores_equal_hand_loops_on_random_maps(bos):
+    """Token 1 first and last: with ``bos`` it is BOS and no key 0 is a target (the duplicate-token
+    target of the last query is gone), without it key 0 is an ordinary key."""
     a = causal_maps(np.random.default_rng(0), (2, 3), len(IDS))
-    targets = headtypes.patterns(IDS)
+    targets = headtypes.patterns(IDS, bos)
     for s, score in enumerate(headtypes.SCORES):
         got = headtypes.pattern_score(a, targets[s])
-        expected = [[hand_score(a[layer, head], IDS, score) for head in range(3)] for layer in range(2)]
+        expected = [[hand_score(a[layer, head], IDS, score, bos) for head in range(3)] for layer in range(2)]
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+    assert targets[:, :, 0].any() != bos
+
+
+def test_attention_on_bos_is_no_previous_token_attention():
+    """A head that parks a share s of every row on BOS and the rest on the previous token: counting
+    query 1 → BOS as previous-token attention (the score without ``bos``) lifts it over the threshold
+    though no row but query 1 gives the previous token ≥ 1 − s; a pure sink scores 0, a true
+    previous-token head still 1."""
+    ids = headtypes.probe_ids(np.arange(100, 200), LENGTH, 1, SEED, bos=1)[0].tolist()
+    n = len(ids)
+    sink = np.zeros((n, n))
+    sink[:, 0] = 1.0
+    share = 0.61
+    mixed = share * sink + (1 - share) * np.eye(n, k=-1)
+    mixed[0, 0] = 1.0
+    previous = built_map(ids, "previous_token")
+    maps = np.stack([sink, mixed, previous])
+    table = headtypes.head_types_table(
+        np.stack([headtypes.pattern_score(maps, p) for p in headtypes.patterns(ids, True)])[None, :, None],
+        [0, 0, 0],
+    )
+    assert table["previous_token"].tolist() == pytest.approx([0.0, 1 - share, 1.0])
+    assert headtypes.head_types(table, THRESHOLD).tolist() == ["none", "none", "previous_token"]
+    counted = headtypes.pattern_score(maps, headtypes.patterns(ids, False)[0])  # the case built to be wrong
+    assert counted[0] == pytest.approx(1 / (n - 1)) and counted[1] >= THRESHOLD
 
 
 @pytest.mark.parametrize("built", headtypes.SCORES)
@@ -64,7 +94,7 @@ def test_a_map_built_for_one_score_gets_it_and_not_the_others(built):
     vocabulary = np.arange(100, 200)
     ids = headtypes.probe_ids(vocabulary, LENGTH, 1, SEED, bos=1)[0].tolist()
     a = built_map(ids, built)
-    targets = headtypes.patterns(ids)
+    targets = headtypes.patterns(ids, True)
     scores = {score: headtypes.pattern_score(a, targets[s]) for s, score in enumerate(headtypes.SCORES)}
     assert scores[built] == pytest.approx(1.0)
     assert all(v == pytest.approx(0.0) for score, v in scores.items() if score != built)

@@ -12,10 +12,17 @@ its target keys; the targets follow TransformerLens's head detector
 (``transformer_lens.head_detector``: ``get_previous_token_head_detection_pattern``,
 ``get_duplicate_token_head_detection_pattern``, ``get_induction_head_detection_pattern``):
 
-- ``previous_token``: key i − 1 of every query i ≥ 1;
+- ``previous_token``: key i − 1 of every query i ≥ 1 (i ≥ 2 after BOS, below);
 - ``duplicate_token``: the keys j < i holding query i's token (its earlier occurrence);
 - ``induction``: the keys j ≤ i whose preceding token j − 1 is query i's token (the token after
   its earlier occurrence: Olsson et al.'s prefix matching).
+
+No score has a target on the BOS key (TransformerLens's ``exclude_bos``): the mass a head parks
+on the first token (an attention sink) is no previous-token attention of query 1, so query 1,
+whose only target would be BOS, leaves the previous-token score's mean. TransformerLens zeroes the
+BOS column and divides by the rest of the mass; here each row keeps its own mass as denominator,
+so a score stays the share of a row's attention on its targets. On the probe BOS never repeats, so
+the duplicate-token and induction targets never include it: the rule changes only previous-token.
 
 The probe's scores are their means over the probes. On the probe (BOS at 0, the copies at
 1..L and L+1..2L) duplicate_token is the mean of a[i, i − L] and induction the mean of
@@ -91,9 +98,15 @@ def induction_pattern(ids: Sequence[int]) -> np.ndarray:
     return shifted & np.tri(len(duplicate), dtype=bool)
 
 
-def patterns(ids: Sequence[int]) -> np.ndarray:
-    """The target keys of every score of :data:`SCORES` for the token ids of a probe [score, query, key]."""
-    return np.stack([previous_token_pattern(len(ids)), duplicate_token_pattern(ids), induction_pattern(ids)])
+def patterns(ids: Sequence[int], bos: bool) -> np.ndarray:
+    """The target keys of every score of :data:`SCORES` for the token ids of a probe [score, query, key];
+    with ``bos`` (the first token is the tokenizer's BOS) no target is key 0."""
+    targets = np.stack(
+        [previous_token_pattern(len(ids)), duplicate_token_pattern(ids), induction_pattern(ids)]
+    )
+    if bos:
+        targets[..., 0] = False
+    return targets
 
 
 def pattern_score(maps: np.ndarray, pattern: np.ndarray) -> np.ndarray:
@@ -106,9 +119,10 @@ def pattern_score(maps: np.ndarray, pattern: np.ndarray) -> np.ndarray:
     return on_target[..., rows].mean(axis=-1)
 
 
-def probe_scores(model: PreTrainedModel, probes: np.ndarray) -> np.ndarray:
+def probe_scores(model: PreTrainedModel, probes: np.ndarray, bos: bool) -> np.ndarray:
     """Every probe's scores [probe, score, layer, head], each layer's per-head maps captured in one
-    forward pass per probe (:func:`attnscope.capture.capture`, the eager kernel's probabilities)."""
+    forward pass per probe (:func:`attnscope.capture.capture`, the eager kernel's probabilities);
+    ``bos``: the probes start with BOS (:func:`patterns`)."""
     import torch
 
     from attnscope import architecture, capture
@@ -118,7 +132,7 @@ def probe_scores(model: PreTrainedModel, probes: np.ndarray) -> np.ndarray:
     out = np.empty((len(probes), len(SCORES), num_layers, num_heads))
     device = next(model.parameters()).device
     for i, ids in enumerate(probes):
-        targets = patterns(ids)
+        targets = patterns(ids, bos)
 
         def score(layer: int, weights: torch.Tensor, i: int = i, targets: np.ndarray = targets) -> None:
             maps = weights.float().cpu().numpy()
@@ -165,4 +179,4 @@ def measure_head_types(
     probes = probe_ids(vocabulary, length, count, seed, tokenizer.bos_token_id)
     num_heads, num_kv_heads, _ = architecture.attention_shape(model.config)
     kv_head = architecture.kv_head_index(num_heads, num_kv_heads).tolist()
-    return head_types_table(probe_scores(model, probes), kv_head)
+    return head_types_table(probe_scores(model, probes, tokenizer.bos_token_id is not None), kv_head)

@@ -28,9 +28,11 @@ ACROSS_COLUMNS = [
     "metric",
     "model",
     "setting",
+    "contrast",
     "estimate",
     "low",
     "high",
+    "bounds",
     "n_prompts",
     "n_seeds",
     "verdict",
@@ -84,8 +86,12 @@ def across_models(table: pd.DataFrame) -> pd.DataFrame:
 
 def _wide(across: pd.DataFrame) -> pd.DataFrame:
     """One row per claim statement: section, statement, a cell per model (verdict: estimate
-    [95 % CI]) and the agreement."""
-    cells = across.assign(cell=[f"{v}: {e}" for v, e in zip(across["verdict"], with_interval(across))])
+    [95 % CI], with the contrast where the estimate is one: models may rest on different steps) and
+    the agreement."""
+    contrasts = [f" ({c})" if isinstance(c, str) else "" for c in across["contrast"]]
+    cells = across.assign(
+        cell=[f"{v}: {e}{c}" for v, e, c in zip(across["verdict"], with_interval(across), contrasts)]
+    )
     models = list(dict.fromkeys(across["model"]))
     wide = cells.pivot(index=KEY, columns="model", values="cell")[models].fillna("–")
     first = across.drop_duplicates(KEY).set_index(KEY)
@@ -124,7 +130,7 @@ def across_markdown(across: pd.DataFrame) -> str:
 def across_html(across: pd.DataFrame) -> str:
     """The claims × models table as the report's HTML page (verdict cells coloured)."""
     shown = across.assign(estimate=with_interval(across))[
-        ["section", "statement", "model", "estimate", "verdict", "models_agree"]
+        ["section", "statement", "model", "contrast", "estimate", "verdict", "models_agree"]
     ]
     models = ", ".join(dict.fromkeys(across["model"]))
     return report.html_page("Thesis claims across models", [(f"Models: {models}", "", shown)], INTRO)

@@ -6,12 +6,21 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from attnscope import stats
-from attnscope.claims.records import Result, Setting, Thresholds, equivalence_of, not_measured, verdict_of
+from attnscope.claims.records import (
+    Contrast,
+    Result,
+    Setting,
+    Thresholds,
+    equivalence_of,
+    not_measured,
+    verdict_of,
+)
 from attnscope.claims.views import (
     PromptTable,
     band_mean,
@@ -85,7 +94,9 @@ def late_resembles_early(ev: Evidence, th: Thresholds, setting: Setting) -> Resu
         f"diagonally dominant rows, late − early: {interval} "
         f"({_band_text(table, setting.band, 'share', 0)}); self mass late/early {ratio}"
     )
-    return Result(equivalence_of(interval, th.resemblance), interval, measured, n_seeds=table.n_seeds)
+    verdict = equivalence_of(interval, th.resemblance)
+    contrast = Contrast("diagonal_share", "late", "early")
+    return Result(verdict, interval, measured, n_seeds=table.n_seeds, contrast=contrast)
 
 
 def entropy_step(later: str, earlier: str, sign: int) -> Callable[[Evidence, Thresholds, Setting], Result]:
@@ -102,7 +113,8 @@ def entropy_step(later: str, earlier: str, sign: int) -> Callable[[Evidence, Thr
         )
         verdict = verdict_of(interval, sign * th.entropy_step, 0.0)
         text = f"{_band_text(table, setting.band, 'normalised entropy')}; {later} − {earlier} = {interval}"
-        return Result(verdict, interval, text, n_seeds=table.n_seeds)
+        contrast = Contrast("row_entropy", later, earlier)
+        return Result(verdict, interval, text, n_seeds=table.n_seeds, contrast=contrast)
 
     return measure
 
@@ -253,7 +265,8 @@ def ablation(metric: str, direction: str, sign: int) -> Callable[[Evidence, Thre
             effect.n_clusters,
         )
         measured = f"{METRIC_NAMES[metric]} {name} − trained: mean {shown}; {test.describe(1, way)}"
-        return Result(verdict, shown, measured, f"trained, {name}", table.n_seeds)
+        contrast = Contrast(metric, name, "trained")
+        return Result(verdict, shown, measured, f"trained, {name}", table.n_seeds, contrast=contrast)
 
     return measure
 
@@ -285,4 +298,4 @@ def alpha_up_self(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
         f"{result.measured}; {name} self mass {level} (predominant ≥ {th.predominant:g}); "
         f"the mass moves: {where}, rest {rest:+.3g}"
     )
-    return Result(verdict, result.interval, measured, result.variants, result.n_seeds)
+    return replace(result, verdict=verdict, measured=measured)

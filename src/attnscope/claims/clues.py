@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from attnscope import stats
-from attnscope.claims.records import Result, Setting, Thresholds, not_measured, verdict_of
+from attnscope.claims.records import Contrast, Result, Setting, Thresholds, not_measured, verdict_of
 from attnscope.claims.views import PromptTable, paired_table, pick_variant, prompt_table
 from attnscope.evidence import Evidence
+from attnscope.stats import Interval
 from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 
 
@@ -70,22 +71,52 @@ def more_shots(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
     paired = per_target.dropna()
     if len(paired) < 2:
         return not_measured(f"{category}: fewer than two targets scored at every k")
-    steps = [stats.cluster_mean_interval(paired[b] - paired[a]) for a, b in zip(ks, ks[1:])]
-    overall = stats.cluster_mean_interval(paired[ks[-1]] - paired[ks[0]])
-    if all(step.low > 0 for step in steps):
-        verdict = SUPPORTED
-    elif any(step.high < 0 for step in (*steps, overall)):
-        verdict = CONTRADICTED  # a step in k (or the whole range) lowers quality
-    else:
-        verdict = INCONCLUSIVE
+    steps = {(a, b): stats.cluster_mean_interval(paired[b] - paired[a]) for a, b in zip(ks, ks[1:])}
+    contrasts = {**steps, (ks[0], ks[-1]): stats.cluster_mean_interval(paired[ks[-1]] - paired[ks[0]])}
+    verdict, rests_on = _shot_verdict(steps, contrasts)
     of_category = trained[trained["category"] == category]
     n_all = of_category.groupby("k")["target"].nunique()
     levels = ", ".join(
         f"k={k} {per_target[k].mean():.3g} ({n} of {n_all[k]} targets with a reference)"
         for k, n in per_target.notna().sum().items()
     )
-    step_text = ", ".join(f"k{b} − k{a} {step}" for (a, b), step in zip(zip(ks, ks[1:]), steps))
+    step_text = ", ".join(f"k{b} − k{a} {interval}" for (a, b), interval in contrasts.items())
     draws = of_category.drop_duplicates(["experiment"]).groupby("k").size()
     draw_text = ", ".join(f"k={k} {n}" for k, n in draws.items())
-    measured = f"{category}: mean chrF {levels}; paired per target: {step_text}; shot draws {draw_text}"
-    return Result(verdict, overall, measured, n_seeds=int(draws.min()))  # the fewest of any k
+    a, b = rests_on
+    measured = (
+        f"{category}: mean chrF {levels}; paired per target: {step_text}; the verdict rests on k{b} − k{a}"
+        f"{_inverted_u(steps)}; shot draws {draw_text}"
+    )
+    contrast = Contrast("chrf", f"k{b}", f"k{a}")
+    return Result(verdict, contrasts[rests_on], measured, n_seeds=int(draws.min()), contrast=contrast)
+
+
+def _shot_verdict(
+    steps: dict[tuple[int, int], Interval], contrasts: dict[tuple[int, int], Interval]
+) -> tuple[str, tuple[int, int]]:
+    """The verdict of clue quality against k and the contrast it rests on: supported if every step
+    rises (resting on the weakest rise, the lowest lower bound), contradicted if a step or the whole
+    range falls (resting on the clearest fall, the lowest upper bound), else inconclusive (resting
+    on the step whose lower bound keeps it from supported)."""
+    weakest = min(steps, key=lambda pair: steps[pair].low)
+    if steps[weakest].low > 0:
+        return SUPPORTED, weakest
+    clearest = min(contrasts, key=lambda pair: contrasts[pair].high)
+    if contrasts[clearest].high < 0:
+        return CONTRADICTED, clearest
+    return INCONCLUSIVE, weakest
+
+
+def _inverted_u(steps: dict[tuple[int, int], Interval]) -> str:
+    """`` (an inverted U: …)`` where a step that rises (estimate > 0) precedes one that falls
+    (interval < 0), saying whether the rise's interval excludes 0; else nothing."""
+    pairs = list(steps)
+    for i, rise in enumerate(pairs):
+        falls = [fall for fall in pairs[i + 1 :] if steps[fall].high < 0]
+        if steps[rise].estimate > 0 and falls:
+            (a, b), (c, d) = rise, falls[0]
+            unsure = "" if steps[rise].low > 0 else " (its interval includes 0: the rise is not established)"
+            fall = f"k{d} − k{c} {steps[c, d]} falls"
+            return f" (an inverted U: k{b} − k{a} {steps[rise]} rises{unsure}, then {fall})"
+    return ""

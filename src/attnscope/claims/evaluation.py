@@ -14,6 +14,7 @@ from attnscope.claims.records import (
     DEFAULT_THRESHOLDS,
     SENSITIVITY_COLUMNS,
     Claim,
+    Contrast,
     Result,
     Setting,
     Thresholds,
@@ -23,7 +24,7 @@ from attnscope.claims.views import DEFAULT_BANDS, THESIS_CHOICE, band_name
 from attnscope.evidence import Evidence
 from attnscope.matrices import MATRIX_FORMS
 from attnscope.store import VALUE_WEIGHTED
-from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED, not_replicated_on
+from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED, SUPPORTED, not_replicated_on
 
 
 def settings(claim: Claim, ev: Evidence, bands: Sequence[str | int]) -> list[Setting]:
@@ -58,6 +59,27 @@ class _Row:
     results: dict[Setting, Result] = field(default_factory=dict)
 
 
+def given(ev: Evidence, result: Result, premise: Result | None, statement: str) -> Result:
+    """``result`` of a claim that presupposes another (``premise``, whose ``statement`` it is) under
+    the same setting: a conjunction. Without its premise supported a claim is not supported: a
+    contradicted premise contradicts it (*not replicated* on another model), an inconclusive or
+    unmeasured one leaves it inconclusive at best; the measured text says which premise failed."""
+    verdict = NOT_MEASURED if premise is None else premise.verdict
+    if result.verdict == NOT_MEASURED or verdict == SUPPORTED:
+        return result
+    if verdict == CONTRADICTED:
+        combined = CONTRADICTED
+    else:
+        combined = INCONCLUSIVE if result.verdict == SUPPORTED else result.verdict
+    shown = "–" if premise is None or verdict == NOT_MEASURED else str(premise.interval)
+    outcome = "replicated" if combined == CONTRADICTED else "supported"
+    measured = (
+        f"premise not met ({statement}: {_verdict_on(ev, verdict)}, {shown}), so this claim is not "
+        f"{outcome} whatever its own step; {result.measured}"
+    )
+    return replace(result, verdict=combined, measured=measured)
+
+
 def _measure_all(ev: Evidence, th: Thresholds, bands: Sequence[str | int]) -> list[_Row]:
     rows: dict[tuple[str, str], _Row] = {}
     for claim in CLAIMS:
@@ -68,6 +90,13 @@ def _measure_all(ev: Evidence, th: Thresholds, bands: Sequence[str | int]) -> li
                 row = rows.setdefault((claim.claim, statement), _Row(claim, statement))
                 if result is not None:
                     row.results[setting] = result
+    by_claim = {row.claim.claim: row for row in rows.values()}
+    for row in rows.values():
+        if row.claim.premise is not None:
+            premise = by_claim[row.claim.premise]
+            row.results = {
+                s: given(ev, r, premise.results.get(s), premise.statement) for s, r in row.results.items()
+            }
     return list(rows.values())
 
 
@@ -129,6 +158,22 @@ def on_value_weighted(ev: Evidence, results: Mapping[Setting, Result]) -> str:
     return f"{_verdict_on(ev, result.verdict)}: {result.interval}"
 
 
+def _contrast(claim: Claim, result: Result) -> Contrast | None:
+    """What the row's estimate subtracts: the measurement's contrast, else the claim's."""
+    return result.contrast or claim.contrast
+
+
+def _metric(claim: Claim, result: Result, thresholds: Thresholds) -> str:
+    """The row's metric: the claim's template with the thresholds and the contrast in words."""
+    contrast = _contrast(claim, result)
+    return claim.metric.format(t=thresholds, contrast="" if contrast is None else contrast.text())
+
+
+def _contrast_column(claim: Claim, result: Result) -> str | None:
+    contrast = _contrast(claim, result)
+    return None if contrast is None else str(contrast)
+
+
 def evaluate(
     evidence: Evidence,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
@@ -150,11 +195,13 @@ def evaluate(
                 "claim": row.claim.claim,
                 "section": row.claim.section,
                 "statement": row.statement,
-                "metric": row.claim.metric.format(t=thresholds),
+                "metric": _metric(row.claim, result, thresholds),
                 "setting": setting.label(),
+                "contrast": _contrast_column(row.claim, result),
                 "estimate": interval.estimate,
                 "low": interval.low,
                 "high": interval.high,
+                "bounds": result.bounds,
                 "n_prompts": interval.n_clusters if result.per_prompt else None,
                 "n_seeds": result.n_seeds,
                 "measured": result.measured,
@@ -174,9 +221,11 @@ def evaluate(
                     "statement": row.statement,
                     "weighting": setting.weighting,
                     "setting": setting.label(),
+                    "contrast": _contrast_column(row.claim, result),
                     "estimate": result.interval.estimate,
                     "low": result.interval.low,
                     "high": result.interval.high,
+                    "bounds": result.bounds,
                     "n_prompts": result.interval.n_clusters if result.per_prompt else None,
                     "n_seeds": result.n_seeds,
                     "verdict": _verdict_on(evidence, result.verdict),

@@ -3,6 +3,7 @@ claim's measured result, a claim; and the verdict of an interval against two bar
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -25,9 +26,11 @@ COLUMNS = [
     "statement",
     "metric",
     "setting",
+    "contrast",
     "estimate",
     "low",
     "high",
+    "bounds",
     "n_prompts",
     "n_seeds",
     "measured",
@@ -44,9 +47,11 @@ SENSITIVITY_COLUMNS = [
     "statement",
     "weighting",
     "setting",
+    "contrast",
     "estimate",
     "low",
     "high",
+    "bounds",
     "n_prompts",
     "n_seeds",
     "verdict",
@@ -128,6 +133,57 @@ class Setting:
         return ", ".join(p for p in parts if p) or "–"
 
 
+CI, RANGE, POINT = "95 % CI", "range over init seeds", "point"
+"""What a row's low and high are (its ``bounds``): a bootstrap confidence interval; the lowest and
+highest value one init seed alone gives (a spread, not an interval: three seeds cover no 95 %); or
+the estimate itself (the population, nothing resampled)."""
+
+QUANTITIES = {
+    "row_entropy": "normalised entropy",
+    "self_mass": "self mass",
+    "diagonal_share": "share of diagonally dominant rows",
+    "chrf": "sentence chrF against the reference clues",
+}
+"""The evidence columns a contrast subtracts, in words."""
+BANDS = ("early", "middle", "late")
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """What a row's estimate is: ``quantity`` (a column of the evidence) of ``minuend`` minus the same
+    of ``subtrahend``, each a variant of the attention or clue tables (``qkscale-a2``, ``trained``), a
+    layer band of the trained model (``late``) or a shot count (``k8``). The metric text is written from
+    it and the estimate's sign follows it; the table stores it as ``quantity: minuend − subtrahend``."""
+
+    quantity: str
+    minuend: str
+    subtrahend: str
+
+    @property
+    def axis(self) -> str:
+        """What the two sides are: ``band``, ``k`` or ``variant``."""
+        if {self.minuend, self.subtrahend} <= set(BANDS):
+            return "band"
+        if all(re.fullmatch(r"k\d+", side) for side in (self.minuend, self.subtrahend)):
+            return "k"
+        return "variant"
+
+    def __str__(self) -> str:
+        return f"{self.quantity}: {self.minuend} − {self.subtrahend}"
+
+    def text(self) -> str:
+        """The contrast in words, the start of the row's metric."""
+        band = " band" if self.axis == "band" else ""
+        return f"{QUANTITIES[self.quantity]}, {self.minuend}{band} − {self.subtrahend}{band}"
+
+    @classmethod
+    def parse(cls, text: str) -> Contrast:
+        """The contrast of the table's ``contrast`` column (its ``str``)."""
+        quantity, sides = text.split(": ", 1)
+        minuend, subtrahend = sides.split(" − ")
+        return cls(quantity, minuend, subtrahend)
+
+
 @dataclass(frozen=True)
 class Result:
     """A claim's measurement: the estimate with its interval, a readable account, the verdict."""
@@ -138,10 +194,14 @@ class Result:
     variants: str = "trained"
     n_seeds: int = 1
     per_prompt: bool = True
-    """False for weight claims: their estimate counts layers (heads), its interval spans init seeds
-    (the spectra) or is a point (the alignment)."""
+    """False for weight claims: their estimate counts layers (heads), its bounds span init seeds
+    (the spectra: a range) or are a point (the alignment)."""
     draws: str = ""
     """What ``n_seeds`` counts ("shot draw", "init seed"; default: from ``per_prompt``)."""
+    contrast: Contrast | None = None
+    """What the estimate subtracts, where it is a difference (default: the claim's)."""
+    bounds: str = CI
+    """What the interval's low and high are (:data:`CI`, :data:`RANGE`, :data:`POINT`)."""
 
 
 @dataclass(frozen=True)
@@ -152,13 +212,19 @@ class Claim:
     section: str
     statement: str
     metric: str
-    """What is measured, a template of the thresholds (``{t.alignment_z:g}``) like ``threshold``."""
+    """What is measured, a template of the thresholds (``{t.alignment_z:g}``) like ``threshold`` and of
+    the row's contrast in words (``{contrast}``)."""
     threshold: str
     """The bars, a template of the thresholds the table is evaluated with (``{t.small_mass:.0%}``)."""
     measure: Callable[[Evidence, Thresholds, Setting], Result | list[tuple[str, Result | None]] | None]
     """One result (``None``: the setting does not apply), or (statement, result) rows."""
     varies: tuple[str, ...] = ()
     """The setting fields the claim is measured under: ``choice``, ``band``, ``form``."""
+    contrast: Contrast | None = None
+    """The difference the estimate is, where the measurement names none (not measured)."""
+    premise: str | None = None
+    """The claim this one presupposes (late layers contract *again*: the middle ones dispersed); its
+    verdict under the same setting bounds this one's (:func:`attnscope.claims.evaluation.given`)."""
 
 
 NAN_INTERVAL = Interval(float("nan"), float("nan"), float("nan"), 0, 0)

@@ -18,15 +18,17 @@ from attnscope.claims.attention import (
 )
 from attnscope.claims.clues import clue_claim, more_shots
 from attnscope.claims.knockout import built_from_shots, within_shots
-from attnscope.claims.records import Claim
+from attnscope.claims.records import Claim, Contrast
 from attnscope.claims.weights import alignment_small, spectrum_rows
 
 
-def ablation_bar(way: str) -> str:
-    """The bars of an α-edit claim whose metric moves ``way`` (a template of the thresholds)."""
+def ablation_bar(sign: int) -> str:
+    """The bars of an α-edit claim whose metric, edited − trained, moves in direction ``sign`` (a
+    template of the thresholds)."""
+    way, bar, against = ("higher", "≥ ", "≤ 0") if sign > 0 else ("lower", "≤ −", "≥ 0")
     return (
-        "supported if the mean's interval ≥ {t.ablation_step:g} and " + way + " in ≥ {t.layer_share:.0%} "
-        "of layers (adjusted p < 0.05); contradicted if it is ≤ 0"
+        f"supported if the mean's interval {bar}" + "{t.ablation_step:g} and " + way + " in ≥ "
+        "{t.layer_share:.0%} of layers (adjusted p < 0.05); contradicted if it is " + against
     )
 
 
@@ -51,28 +53,36 @@ CLAIMS = (
         "middle-dispersed",
         "8.2, 9.1",
         "Middle layers disperse attention over distant tokens",
-        "normalised row entropy, middle band − early band",
+        "{contrast}",
         "supported ≥ +{t.entropy_step:g}; contradicted ≤ 0",
         entropy_step("middle", "early", +1),
         VARY_BANDS,
+        Contrast("row_entropy", "middle", "early"),
     ),
     Claim(
         "late-contracting",
         "8.2, 9.1",
         "Late layers contract again (sparser attention)",
-        "normalised row entropy, late band − middle band",
-        "supported ≤ −{t.entropy_step:g}; contradicted ≥ 0",
+        "{contrast}; given that the middle layers disperse (the claim above)",
+        "supported ≤ −{t.entropy_step:g} and the middle layers' dispersion supported; contradicted ≥ 0, "
+        "or if the middle layers' dispersion is contradicted (inconclusive at best if it is inconclusive)",
         entropy_step("late", "middle", -1),
         VARY_BANDS,
+        Contrast("row_entropy", "late", "middle"),
+        premise="middle-dispersed",
     ),
     Claim(
         "late-diagonal",
         "8.2",
         "Late layers resemble the diagonal-dominant early layers",
-        "share of diagonally dominant rows, late band − early band",
-        "supported within ±{t.resemblance:g} (equivalence); contradicted wholly outside",
+        "{contrast}; given that the early layers are diagonal-dominant (the first claim)",
+        "supported within ±{t.resemblance:g} (equivalence) and the early layers' dominance supported; "
+        "contradicted wholly outside, or if the early layers' dominance is contradicted (inconclusive at "
+        "best if it is inconclusive)",
         late_resembles_early,
         VARY_BANDS,
+        Contrast("diagonal_share", "late", "early"),
+        premise="early-diagonal",
     ),
     Claim(
         "within-shot",
@@ -141,28 +151,31 @@ CLAIMS = (
         "alpha-up-entropy",
         "8.5 (5.2.3)",
         "Scaling W_q, W_k by α = 2 sharpens attention (lower entropy)",
-        "normalised entropy, trained − α=2, paired per prompt and layer",
-        ablation_bar("lower"),
+        "{contrast}, paired per prompt and layer",
+        ablation_bar(-1),
         ablation("row_entropy", "up", -1),
         VARY_MAPS,
+        Contrast("row_entropy", "qkscale-a2", "trained"),
     ),
     Claim(
         "alpha-up-self",
         "8.5 (5.2.3)",
         "With α = 2 tokens predominantly attend to themselves (Dirac-like)",
-        "self mass, α=2 − trained, paired per prompt and layer; and α=2's self mass",
-        ablation_bar("higher") + "; and α=2's self mass ≥ {t.predominant:g} (contradicted if wholly below)",
+        "{contrast}, paired per prompt and layer; and α=2's self mass",
+        ablation_bar(1) + "; and α=2's self mass ≥ {t.predominant:g} (contradicted if wholly below)",
         alpha_up_self,
         VARY_MAPS,
+        Contrast("self_mass", "qkscale-a2", "trained"),
     ),
     Claim(
         "alpha-down-entropy",
         "8.5 (5.2.3)",
         "Scaling W_q, W_k by α = ½ flattens attention (higher entropy)",
-        "normalised entropy, α=½ − trained, paired per prompt and layer",
-        ablation_bar("higher"),
+        "{contrast}, paired per prompt and layer",
+        ablation_bar(1),
         ablation("row_entropy", "down", 1),
         VARY_MAPS,
+        Contrast("row_entropy", "qkscale-a0.5", "trained"),
     ),
     Claim(
         "alpha-up-copies",
@@ -192,17 +205,20 @@ CLAIMS = (
         "more-shots",
         "8.1",
         "Clue quality increases with the number of shots k",
-        "sentence chrF against the reference clues, trained, paired per target between k",
+        "{contrast}, trained, paired per target: the contrast the verdict rests on (the weakest rise "
+        "if supported, the clearest fall if contradicted, else the weakest step)",
         "supported if every step in k raises it (paired interval > 0); contradicted if a step or the "
         "whole range lowers it (interval < 0)",
         more_shots,
+        contrast=Contrast("chrf", "largest k", "smallest k"),
     ),
     Claim(
         "spectra",
         "7.2.2, 9.1, A.19–A.21",
         "",
         "share of layers whose learned/random ratio meets the observation's criterion (the ratio's "
-        "min / median / max in the measured text), interval over the init seeds",
+        "min / median / max in the measured text), range over the init seeds (the lowest and highest "
+        "share one seed alone gives; not a confidence interval)",
         "supported ≥ {t.layer_share:.0%} of layers; contradicted ≤ {t.layer_share_contradicted:.0%}",
         spectrum_rows,
         VARY_FORMS,

@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 
 from attnscope import report
+from attnscope.claims.records import POINT, RANGE
 from attnscope.evidence import Evidence
 from attnscope.io import markdown_table
-from attnscope.stats import Interval
+from attnscope.stats import Interval, fmt
 from attnscope.variants import random_variants
 from attnscope.verdicts import CLAIM_VERDICTS as VERDICTS
 from attnscope.verdicts import not_replicated_on
@@ -48,11 +49,18 @@ def _draws(n_prompts: object, n_seeds: int) -> str:
 
 
 def with_interval(rows: pd.DataFrame) -> list[str]:
-    """Each row's estimate with its 95 % interval as text (– where it was not measured)."""
-    return [
-        "–" if np.isnan(e) else str(Interval(e, lo, hi, 0, 0))
-        for e, lo, hi in zip(rows["estimate"], rows["low"], rows["high"])
-    ]
+    """Each row's estimate with its bounds as text: its 95 % interval, its range over the init seeds
+    (named so), or the estimate alone where it is a point (– where it was not measured)."""
+    texts = []
+    for e, lo, hi, bounds in zip(rows["estimate"], rows["low"], rows["high"], rows["bounds"]):
+        interval = Interval(e, lo, hi, 0, 0)
+        if np.isnan(e):
+            texts.append("–")
+        elif bounds == POINT:
+            texts.append(f"{fmt(e, interval)} (point)")
+        else:
+            texts.append(str(interval) + (f" ({RANGE})" if bounds == RANGE else ""))
+    return texts
 
 
 INTRO = (
@@ -92,6 +100,7 @@ def claims_markdown(table: pd.DataFrame, sensitivity: pd.DataFrame, header: Mapp
                 "statement",
                 "metric",
                 "setting",
+                "contrast",
                 "estimate",
                 "n",
                 "measured",
@@ -105,7 +114,7 @@ def claims_markdown(table: pd.DataFrame, sensitivity: pd.DataFrame, header: Mapp
             markdown_table(
                 shown.rename(
                     columns={
-                        "estimate": "estimate [95 % CI]",
+                        "estimate": "estimate [95 % CI or as noted]",
                         "n": "rests on",
                         "value_weighted": "on value-weighted maps",
                     }
@@ -117,7 +126,7 @@ def claims_markdown(table: pd.DataFrame, sensitivity: pd.DataFrame, header: Mapp
         parts.append(
             markdown_table(
                 of_model.assign(estimate=with_interval(of_model))[
-                    ["statement", "setting", "estimate", "verdict"]
+                    ["statement", "setting", "contrast", "estimate", "verdict"]
                 ]
             )
         )

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from attnscope.claims.records import Result, Setting, Thresholds, not_measured, verdict_of
+from attnscope.claims.records import POINT, RANGE, Result, Setting, Thresholds, not_measured, verdict_of
 from attnscope.comparison import OBSERVATIONS, Observation
 from attnscope.evidence import Evidence
 from attnscope.matrices import MATRIX_FORMS
@@ -26,10 +26,11 @@ def _layer_values(table: pd.DataFrame, form: str, matrix: str, column: str | Cal
     return pd.Series(np.asarray(values, np.float64), index=rows["layer"].to_numpy())
 
 
-def layer_share_interval(passes: np.ndarray, per_seed: list[np.ndarray]) -> Interval:
-    """The share of layers (or heads) that pass, as an interval over the init seeds: from the
-    lowest to the highest share that one seed alone gives (a point with fewer than two seeds).
-    The layers are the population the claim is about, not a sample of it: they are not resampled."""
+def layer_share_range(passes: np.ndarray, per_seed: list[np.ndarray]) -> Interval:
+    """The share of layers (or heads) that pass, with its range over the init seeds: from the
+    lowest to the highest share that one seed alone gives (a point with fewer than two seeds), a
+    spread, not a confidence interval. The layers are the population the claim is about, not a
+    sample of it: they are not resampled."""
     share = float(np.mean(passes))
     shares = [float(np.mean(p)) for p in per_seed] if len(per_seed) > 1 else []
     return Interval(share, min([share, *shares]), max([share, *shares]), len(passes), len(passes))
@@ -57,7 +58,7 @@ def _observation_result(
     seeds = seeds.loc[layers].to_numpy()
     ratio = trained[layers].to_numpy() / seeds.mean(axis=1)
     test = np.vectorize(obs.test, otypes=[bool])
-    interval = layer_share_interval(
+    interval = layer_share_range(
         test(ratio), [test(trained[layers].to_numpy() / seeds[:, i]) for i in range(seeds.shape[1])]
     )
     verdict = verdict_of(interval, th.layer_share, th.layer_share_contradicted)
@@ -66,11 +67,12 @@ def _observation_result(
     measured = (
         f"W_{matrix} {what}: learned/random ratio per layer min {ratio.min():.3g}, median "
         f"{np.median(ratio):.3g}, max {ratio.max():.3g} (thesis {low:g}–{high:g}); {obs.criterion} in "
-        f"{int(test(ratio).sum())} of {len(layers)} layers, share {interval} over {len(randoms)} init seed(s)"
+        f"{int(test(ratio).sum())} of {len(layers)} layers, share {interval.estimate:.3g}, range over "
+        f"{len(randoms)} init seed(s) [{interval.low:.3g}, {interval.high:.3g}]"
     )
-    return Result(
-        verdict, interval, measured, f"trained, {', '.join(randoms)}", len(randoms), per_prompt=False
-    )
+    bounds = RANGE if len(randoms) > 1 else POINT
+    variants = f"trained, {', '.join(randoms)}"
+    return Result(verdict, interval, measured, variants, len(randoms), per_prompt=False, bounds=bounds)
 
 
 def spectrum_rows(ev: Evidence, th: Thresholds, setting: Setting) -> list[tuple[str, Result | None]]:
@@ -98,7 +100,7 @@ def alignment_small(
     matrices of any scale and so tests the alignment alone. Under the ``init seeds`` null the
     statistic is standardised by the random seeds' own mean and spread per layer (head) instead
     of the formula's. The layers (heads) are the population, not resampled, and the share is a point
-    (:func:`layer_share_interval` without seeds): no seed enters the formula's z-score, and the init
+    (:func:`layer_share_range` without seeds): no seed enters the formula's z-score, and the init
     seeds' null takes their spread together, which one seed alone does not have."""
 
     def statistic(table: pd.DataFrame) -> pd.Series:
@@ -118,13 +120,14 @@ def alignment_small(
         z = trained.abs()
         if z.empty:
             return not_measured(f"no {scope} rows in the base-alignment table")
-        interval = layer_share_interval((z <= th.alignment_z).to_numpy(), [])
+        interval = layer_share_range((z <= th.alignment_z).to_numpy(), [])
         verdict = verdict_of(interval, th.layer_share, th.layer_share_contradicted)
         name = "|cosine|·√n" if scale_free else "|z|"
         measured = (
-            f"share with {name} ≤ {th.alignment_z:g}: {interval} of {len(z)} {scope}s; "
+            f"{name} ≤ {th.alignment_z:g} in {int((z <= th.alignment_z).sum())} of {len(z)} {scope}s "
+            f"(share {interval.estimate:.3g}); "
             f"median {z.median():.3g}, max {z.max():.3g}"
         )
-        return Result(verdict, interval, measured, n_seeds=len(randoms), per_prompt=False)
+        return Result(verdict, interval, measured, n_seeds=len(randoms), per_prompt=False, bounds=POINT)
 
     return measure

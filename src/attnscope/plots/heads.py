@@ -16,7 +16,7 @@ from attnscope.plots.common import STYLE, _wrap
 from attnscope.rollout import PER_SHOT, QUERIES, SOURCES, source_order
 
 SCORE_LABELS = {
-    "previous_token": "previous-token score",
+    "previous_token": "previous-token score (BOS key excluded)",
     "duplicate_token": "duplicate-token score",
     "induction": "induction score",
 }
