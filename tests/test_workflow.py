@@ -97,6 +97,7 @@ def test_changing_one_k_reruns_only_that_experiment(tiny_run, tmp_path):
         ("extract_attention", "model=tiny-mistral, variant=trained, experiment=food-k3"),
         ("generate_clues", "model=tiny-mistral, variant=trained, experiment=food-k3"),
         ("rollout", "model=tiny-mistral, variant=trained, experiment=food-k3"),
+        ("rollout_figures", "model=tiny-mistral, variant=trained, experiment=food-k3"),
     ]
     combined = [
         ("claims", ""),
@@ -110,15 +111,18 @@ def test_changing_one_k_reruns_only_that_experiment(tiny_run, tmp_path):
     config["generation"]["max_new_tokens"] = 5
     (tiny_run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     summaries = {"clue_comparison", "metric_curves", "claims"}
-    heads = {"head_table", "head_correlations"}  # they read the claims experiment's metrics
+    # they read the claims experiment's metrics; the correlations' figure is drawn from their table
+    heads = {"head_table", "head_correlations", "head_correlations_figure"}
     assert {rule for rule, _ in planned_jobs(tiny_run)} == {
         "generate_clues",
         "clue_table",
         "extract_attention",
         "attention_metrics",
         "rollout",
+        "rollout_figures",
         "knockout",  # the trained clue it scores and its greedy budget
         "knockout_effects",
+        "knockout_figure",
     } | summaries | heads
     # Attention options rerun only the attention jobs; ε only the metrics (and what summarises them).
     config = tiny_config()
@@ -128,6 +132,7 @@ def test_changing_one_k_reruns_only_that_experiment(tiny_run, tmp_path):
         "extract_attention",
         "attention_metrics",
         "rollout",
+        "rollout_figures",
     } | (summaries - {"clue_comparison"}) | heads
     config["attention"] = {"epsilon": 0.2}
     (tiny_run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
