@@ -34,7 +34,7 @@ SCORE_CHUNK_BYTES = 16 << 20
 
 class LayerHooks:
     """A forward hook on one module per layer (``modules``, in layer order) while the context is
-    open: each call of a module runs ``_hook(layer, module, args, output)``."""
+    open: each call of a module runs the subclass's ``_hook(layer, module, args, output)``."""
 
     modules: list[torch.nn.Module]
 
@@ -47,9 +47,6 @@ class LayerHooks:
         for handle in self.handles:
             handle.remove()
         self.handles.clear()
-
-    def _hook(self, layer: int, module: torch.nn.Module, args: Any, output: Any) -> None:
-        raise NotImplementedError
 
 
 class LayerCapture(LayerHooks):
