@@ -818,6 +818,18 @@ def test_the_reachability_matrix_covers_every_row():
     assert set(zip(table["claim"], table["statement"])) == set(REACHABLE)
 
 
+@pytest.mark.parametrize("claim", ["late-diagonal", "spectra", "built-from-shots"])
+def test_evaluating_one_claim_gives_its_rows_of_the_whole_table(claim):
+    """``only`` (which the matrix below uses) leaves a claim's rows as the whole evaluation gives them,
+    premise included (late-diagonal presupposes early-diagonal)."""
+    whole, sensitivity = claims.evaluate(full_evidence())
+    alone, alone_sensitivity = claims.evaluate(full_evidence(), only={claim})
+    for full, part in ((whole, alone), (sensitivity, alone_sensitivity)):
+        expected = full[full["claim"] == claim].reset_index(drop=True)
+        assert len(expected) and set(part["claim"]) == {claim}
+        pd.testing.assert_frame_equal(part, expected)
+
+
 def _row_id(claim: str, statement: str) -> str:
     """A row's test id in ASCII: its claim, and for a claim of several rows which one."""
     if statement in SPECTRUM_ROWS:
@@ -832,7 +844,7 @@ def _row_id(claim: str, statement: str) -> str:
     ids=[f"{_row_id(c, s)}: {v}" for (c, s), cases in REACHABLE.items() for v in cases],
 )
 def test_every_row_reaches_every_verdict(claim, statement, expected):
-    table, _ = claims.evaluate(REACHABLE[claim, statement][expected]())
+    table, _ = claims.evaluate(REACHABLE[claim, statement][expected](), only={claim})
     rows = table[(table["claim"] == claim) & (table["statement"] == statement)]
     assert rows["verdict"].tolist() == [expected], rows["measured"].tolist()
 

@@ -17,15 +17,7 @@ band and says whether the others agree (``robust``); the sensitivity table lists
 """
 
 from attnscope.claims.evaluation import evaluate, robustness, settings
-from attnscope.claims.records import (
-    COLUMNS,
-    SENSITIVITY_COLUMNS,
-    Claim,
-    Contrast,
-    Result,
-    Setting,
-    Thresholds,
-)
+from attnscope.claims.records import COLUMNS, SENSITIVITY_COLUMNS, Contrast, Setting, Thresholds
 from attnscope.claims.registry import CLAIMS
 from attnscope.claims.render import claims_html, claims_markdown, measured_on
 from attnscope.claims.views import DEFAULT_BANDS, THESIS_CHOICE, pick_variant
@@ -43,9 +35,7 @@ __all__ = [
     "SUPPORTED",
     "THESIS_CHOICE",
     "VERDICTS",
-    "Claim",
     "Contrast",
-    "Result",
     "Setting",
     "Thresholds",
     "claims_html",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import pandas as pd
 
 from attnscope import report
+from attnscope.claims.records import RESULT_COLUMNS
 from attnscope.claims.render import with_interval
 from attnscope.io import markdown_table
 from attnscope.verdicts import CONTRADICTED, NOT_MEASURED, SUPPORTED, verdict_kind
@@ -22,22 +23,9 @@ AGREE, DISAGREE, UNCLEAR, TOO_FEW = "yes", "no", "unclear", "–"
 AGREEMENT = (AGREE, DISAGREE, UNCLEAR, TOO_FEW)
 
 ACROSS_COLUMNS = [
-    "claim",
-    "section",
-    "statement",
-    "metric",
-    "model",
-    "setting",
-    "contrast",
-    "estimate",
-    "low",
-    "high",
-    "bounds",
-    "n_prompts",
-    "n_seeds",
-    "verdict",
-    "verdict_kind",
-    "models_agree",
+    *("claim", "section", "statement", "metric", "model"),
+    *RESULT_COLUMNS,
+    *("verdict", "verdict_kind", "models_agree"),
 ]
 
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import pandas as pd
@@ -80,9 +80,12 @@ def given(ev: Evidence, result: Result, premise: Result | None, statement: str) 
     return replace(result, verdict=combined, measured=measured)
 
 
-def _measure_all(ev: Evidence, th: Thresholds, bands: Sequence[str | int]) -> list[_Row]:
+def _measure_all(
+    ev: Evidence, th: Thresholds, bands: Sequence[str | int], only: Collection[str] | None = None
+) -> list[_Row]:
     rows: dict[tuple[str, str], _Row] = {}
-    for claim in CLAIMS:
+    wanted = None if only is None else {*only, *(c.premise for c in CLAIMS if c.claim in only and c.premise)}
+    for claim in CLAIMS if wanted is None else [c for c in CLAIMS if c.claim in wanted]:
         for setting in settings(claim, ev, bands):
             measured = claim.measure(ev.weighted(setting.weighting), th, setting)
             results = measured if isinstance(measured, list) else [(claim.statement, measured)]
@@ -97,7 +100,7 @@ def _measure_all(ev: Evidence, th: Thresholds, bands: Sequence[str | int]) -> li
             row.results = {
                 s: given(ev, r, premise.results.get(s), premise.statement) for s, r in row.results.items()
             }
-    return list(rows.values())
+    return [row for row in rows.values() if only is None or row.claim.claim in only]
 
 
 COVERS = {"choice": "choices", "band": "bands", "form": "forms", "scale_free": "scale-free", "null": "nulls"}
@@ -174,20 +177,36 @@ def _contrast_column(claim: Claim, result: Result) -> str | None:
     return None if contrast is None else str(contrast)
 
 
+def _result_fields(claim: Claim, setting: Setting, result: Result) -> dict[str, object]:
+    """The :data:`~attnscope.claims.records.RESULT_COLUMNS` of ``claim``'s ``result`` under ``setting``."""
+    interval = result.interval
+    return {
+        "setting": setting.label(),
+        "contrast": _contrast_column(claim, result),
+        "estimate": interval.estimate,
+        "low": interval.low,
+        "high": interval.high,
+        "bounds": result.bounds,
+        "n_prompts": interval.n_clusters if result.per_prompt else None,
+        "n_seeds": result.n_seeds,
+    }
+
+
 def evaluate(
     evidence: Evidence,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
     bands: Sequence[str | int] = DEFAULT_BANDS,
+    only: Collection[str] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The claims table of one model (:data:`COLUMNS`: one row per claim, the spectra claim one
     per observation and matrix, under the thesis's setting) and its sensitivity table
-    (:data:`SENSITIVITY_COLUMNS`: every setting)."""
+    (:data:`SENSITIVITY_COLUMNS`: every setting); ``only`` restricts both to those claims (their
+    premises measured, not shown)."""
     table, sensitivity = [], []
-    for row in _measure_all(evidence, thresholds, bands):
+    for row in _measure_all(evidence, thresholds, bands, only):
         if not row.results:
             continue
         setting, result = headline(evidence, row.results)
-        interval = result.interval
         value_results = {s: r for s, r in row.results.items() if s.weighting == VALUE_WEIGHTED}
         table.append(
             {
@@ -196,14 +215,7 @@ def evaluate(
                 "section": row.claim.section,
                 "statement": row.statement,
                 "metric": _metric(row.claim, result, thresholds),
-                "setting": setting.label(),
-                "contrast": _contrast_column(row.claim, result),
-                "estimate": interval.estimate,
-                "low": interval.low,
-                "high": interval.high,
-                "bounds": result.bounds,
-                "n_prompts": interval.n_clusters if result.per_prompt else None,
-                "n_seeds": result.n_seeds,
+                **_result_fields(row.claim, setting, result),
                 "measured": result.measured,
                 "threshold": row.claim.threshold.format(t=thresholds),
                 "verdict": _verdict_on(evidence, result.verdict),
@@ -213,24 +225,17 @@ def evaluate(
                 "variants": result.variants,
             }
         )
-        for setting, result in row.results.items():
-            sensitivity.append(
-                {
-                    "model": evidence.model,
-                    "claim": row.claim.claim,
-                    "statement": row.statement,
-                    "weighting": setting.weighting,
-                    "setting": setting.label(),
-                    "contrast": _contrast_column(row.claim, result),
-                    "estimate": result.interval.estimate,
-                    "low": result.interval.low,
-                    "high": result.interval.high,
-                    "bounds": result.bounds,
-                    "n_prompts": result.interval.n_clusters if result.per_prompt else None,
-                    "n_seeds": result.n_seeds,
-                    "verdict": _verdict_on(evidence, result.verdict),
-                }
-            )
+        sensitivity += [
+            {
+                "model": evidence.model,
+                "claim": row.claim.claim,
+                "statement": row.statement,
+                "weighting": setting.weighting,
+                **_result_fields(row.claim, setting, result),
+                "verdict": _verdict_on(evidence, result.verdict),
+            }
+            for setting, result in row.results.items()
+        ]
     frames = pd.DataFrame(table, columns=COLUMNS), pd.DataFrame(sensitivity, columns=SENSITIVITY_COLUMNS)
     for frame in frames:
         frame["n_prompts"] = frame["n_prompts"].astype("Int64")

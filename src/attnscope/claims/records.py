@@ -19,43 +19,15 @@ from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED, SUPPORT
 if TYPE_CHECKING:
     from attnscope.evidence import Evidence
 
+RESULT_COLUMNS = ("setting", "contrast", "estimate", "low", "high", "bounds", "n_prompts", "n_seeds")
+"""What a row says of its result under one setting: the setting, the contrast its estimate is, the
+estimate with its interval, the bounds its verdict is read against and the draws behind it."""
 COLUMNS = [
-    "model",
-    "claim",
-    "section",
-    "statement",
-    "metric",
-    "setting",
-    "contrast",
-    "estimate",
-    "low",
-    "high",
-    "bounds",
-    "n_prompts",
-    "n_seeds",
-    "measured",
-    "threshold",
-    "verdict",
-    "robust",
-    "value_weighted",
-    "experiment",
-    "variants",
+    *("model", "claim", "section", "statement", "metric"),
+    *RESULT_COLUMNS,
+    *("measured", "threshold", "verdict", "robust", "value_weighted", "experiment", "variants"),
 ]
-SENSITIVITY_COLUMNS = [
-    "model",
-    "claim",
-    "statement",
-    "weighting",
-    "setting",
-    "contrast",
-    "estimate",
-    "low",
-    "high",
-    "bounds",
-    "n_prompts",
-    "n_seeds",
-    "verdict",
-]
+SENSITIVITY_COLUMNS = ["model", "claim", "statement", "weighting", *RESULT_COLUMNS, "verdict"]
 
 
 @dataclass(frozen=True)
