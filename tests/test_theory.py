@@ -131,7 +131,9 @@ def test_check_bilinear_form_verdicts():
 
 
 def test_random_spectrum_rows():
-    rows = _rows(theory.check_random_spectrum(seed=1, n=10, trials=4000, n_spectral=128, trials_spectral=40))
+    rows = _rows(
+        theory.check_random_spectrum(seed=1, n=10, trials=4000, n_spectral=128, trials_spectral=40, sigma=0.1)
+    )
     sigma = 0.1
     assert rows["sum_sigma_sq_mean"]["prediction"] == pytest.approx(100 * sigma**2)
     assert rows["sum_sigma_sq_var"]["prediction"] == pytest.approx(2 * 100 * sigma**4)
@@ -148,7 +150,9 @@ def test_largest_squared_singular_value_against_svd_loop():
     rng = np.random.default_rng(4)
     sigma, n = 0.1, 128
     largest = [np.linalg.svd(rng.normal(0, sigma, (n, n)), compute_uv=False)[0] ** 2 for _ in range(30)]
-    row = _rows(theory.check_random_spectrum(seed=2, n=4, trials=10, n_spectral=n, trials_spectral=30))
+    row = _rows(
+        theory.check_random_spectrum(seed=2, n=4, trials=10, n_spectral=n, trials_spectral=30, sigma=0.1)
+    )
     assert row["sigma1_sq"]["estimate"] == pytest.approx(np.mean(largest), rel=0.02)
     assert row["sigma1_sq_tracy_widom"]["prediction"] == pytest.approx(np.mean(largest), rel=0.02)
 
@@ -163,7 +167,7 @@ def test_trace_rows_and_constructions_against_explicit_matrices():
     assert constructed == pytest.approx(np.trace(A.T @ (u_b_thesis * s_b) @ vt_b))
     assert full == pytest.approx(np.trace(A.T @ (u_a * s_b) @ vt_a))
 
-    rows = _rows(theory.check_trace_alignment(seed=0, n=8, trials=4000, trials_svd=600))
+    rows = _rows(theory.check_trace_alignment(seed=0, n=8, trials=4000, sigma=0.1, trials_svd=600))
     assert rows["trace_var"]["prediction"] == pytest.approx(64 * 0.1**4)
     verdicts = {name: row["verdict"] for name, row in rows.items()}
     assert verdicts.pop("aligned_trace_construction") == "fails"
@@ -201,7 +205,7 @@ def test_edited_spectrum_variance_is_product_of_frobenius_norms():
     thesis = np.sum(sv_a**2 * sv_b**2) / n
     assert traces.var() == pytest.approx(correct, rel=0.03)
     assert abs(traces.var() - thesis) > 0.5 * thesis
-    rows = _rows(theory.check_edited_spectra(seed=2, n=8, trials=4000))
+    rows = _rows(theory.check_edited_spectra(seed=2, n=8, trials=4000, sigma=0.1))
     for name, row in rows.items():
         expected = "fails" if name.startswith("edited_trace_var") and row["kind"] == "thesis" else "holds"
         assert row["verdict"].startswith(expected), (name, row["verdict"])
@@ -260,7 +264,7 @@ def test_fit_cosine_recovers_parameters():
 
 
 def test_slerp_kl_rows():
-    rows = _rows(theory.check_slerp_kl(seed=0, dim=32, pairs=300, points=41))
+    rows = _rows(theory.check_slerp_kl(seed=0, dim=32, pairs=300, length=1.0, points=41))
     assert rows["slerp_kl_cosine_pair"]["verdict"] == "fails"
     assert rows["slerp_kl_cosine_mean"]["verdict"] == "holds after correction"
     curve = theory.slerp_kl_curve(seed=0, dim=32, pairs=300, points=41)
@@ -308,7 +312,7 @@ def test_ks_distance_small_for_random_and_large_for_spiked_matrix():
 
 
 def test_marchenko_pastur_rows():
-    rows = _rows(theory.check_marchenko_pastur(seed=0, shapes=[[128, 128], [64, 192]], trials=2))
+    rows = _rows(theory.check_marchenko_pastur(seed=0, shapes=[[128, 128], [64, 192]], trials=2, sigma=0.1))
     verdicts = {check: row["verdict"] for check, row in rows.items()}
     assert verdicts | {"mp_power_ratio": None} == {
         "mp_density_thesis_scale": "fails",
@@ -438,7 +442,7 @@ def test_hypersphere_helpers_against_direct_computation():
 def test_hypersphere_rows():
     """At the default sizes every stated formula of 6.36, 6.45–6.48, 6.49 and §5.3.2 is rejected
     and every correction holds; the angle does not change Var(vᵀCw)."""
-    rows = _rows(theory.check_hypersphere(seed=0, n=16, samples=200_000, trials=20_000))
+    rows = _rows(theory.check_hypersphere(seed=0, n=16, samples=200_000, trials=20_000, radius=1.0))
     thesis = [c for c, r in rows.items() if r["kind"] == "thesis"]
     assert sorted(thesis) == [
         "angle_var_k0",
@@ -469,7 +473,7 @@ def test_mp_power_rows_reject_near_misses_and_not_the_law_itself():
     distance = np.mean([theory.ks_distance_mp(ev, 1 / 3, 0.01) for ev in same_law])
     assert distance < critical
     assert (
-        theory.check_marchenko_pastur(seed=0, shapes=[[512, 512]], trials=2)[-1]["check"]
+        theory.check_marchenko_pastur(seed=0, shapes=[[512, 512]], trials=2, sigma=0.1)[-1]["check"]
         == "mp_density_512x512"
     )
 

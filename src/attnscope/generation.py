@@ -150,6 +150,11 @@ class _Rows:
     step_ids: torch.Tensor
     positions: torch.Tensor
 
+    def step_inputs(self) -> dict[str, torch.Tensor | DynamicCache]:
+        """The model's inputs for the rows' next step: their next tokens, against their cache."""
+        inputs = {"input_ids": self.step_ids, "attention_mask": self.mask, "position_ids": self.positions}
+        return {**inputs, "cache": self.cache}
+
     def select(self, keep: list[int], next_ids: list[int]) -> None:
         """Keep the rows ``keep``, each fed its next token."""
         device = self.mask.device
@@ -241,14 +246,7 @@ def generate(
             else:
                 rows = running
                 running = None
-            logits = model(
-                input_ids=rows.step_ids,
-                attention_mask=rows.mask,
-                position_ids=rows.positions,
-                cache=rows.cache,
-                use_cache=True,
-                logits_to_keep=1,
-            ).logits[:, -1]
+            logits = model(**rows.step_inputs(), use_cache=True, logits_to_keep=1).logits[:, -1]
             next_ids = logits.argmax(-1).tolist()
             keep = []
             for row, (index, token) in enumerate(zip(rows.index, next_ids)):

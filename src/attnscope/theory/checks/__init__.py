@@ -65,7 +65,7 @@ def run_checks(
             *check_edited_spectra(seed, n, trials, sigma),
             *check_lognormal(seed, samples),
             *check_hypersphere(seed, bilinear_dim, samples, trials, slerp_length),
-            *check_slerp_kl(seed, slerp_dim, slerp_pairs, length=slerp_length),
+            *check_slerp_kl(seed, slerp_dim, slerp_pairs, slerp_length),
             *check_marchenko_pastur(seed, mp_shapes, mp_trials, sigma),
             *check_attention_rank(seed, attention_sizes, attention_head_dim),
         ]

@@ -74,7 +74,7 @@ STATEMENTS = by_check(
 
 
 def check_trace_alignment(
-    seed: int = 0, n: int = 32, trials: int = 20_000, sigma: float = 0.1, trials_svd: int = 2000
+    seed: int, n: int, trials: int, sigma: float, trials_svd: int
 ) -> list[dict[str, Any]]:
     """E and Var of Tr(AᵀB) (6.17) and the aligned construction of 6.24–6.29."""
     rng = check_rng(seed, "trace_alignment")
@@ -103,7 +103,7 @@ def check_trace_alignment(
 
 
 def check_edited_spectra(
-    seed: int = 0, n: int = 32, trials: int = 20_000, sigma: float = 0.1, boost: float = 4.0
+    seed: int, n: int, trials: int, sigma: float, boost: float = 4.0
 ) -> list[dict[str, Any]]:
     """E and Var of Tr(ÂᵀB̂) with edited spectra and Haar singular vectors (6.30–6.34)."""
     rng = check_rng(seed, "edited_spectra")

@@ -65,7 +65,7 @@ STATEMENTS = by_check(
 )
 
 
-def check_bilinear_form(seed: int = 0, n: int = 16, samples: int = 200_000) -> list[dict[str, Any]]:
+def check_bilinear_form(seed: int, n: int, samples: int) -> list[dict[str, Any]]:
     """Mean and variance of ⟨Ax, By⟩ = xᵀCy for Gaussian x, y (6.2, 6.3 / B.1–B.2, §6.2.4)."""
     rng = check_rng(seed, "bilinear_form")
     A, B = rng.normal(0.0, 1 / math.sqrt(n), (2, n, n))

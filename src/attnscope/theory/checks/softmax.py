@@ -119,7 +119,7 @@ STATEMENTS = by_check(
 )
 
 
-def check_lognormal(seed: int = 0, samples: int = 200_000, dim: int = 8) -> list[dict[str, Any]]:
+def check_lognormal(seed: int, samples: int, dim: int = 8) -> list[dict[str, Any]]:
     """Log-normal moments and Softmax probability ratios p_i/p_j (§5.3.1, 5.20, 5.21)."""
     rng = check_rng(seed, "lognormal")
     mu, s2 = 0.5, 0.25
@@ -167,9 +167,7 @@ def check_lognormal(seed: int = 0, samples: int = 200_000, dim: int = 8) -> list
     ]
 
 
-def check_slerp_kl(
-    seed: int = 0, dim: int = 128, pairs: int = 1000, points: int = 101, length: float = 1.0
-) -> list[dict[str, Any]]:
+def check_slerp_kl(seed: int, dim: int, pairs: int, length: float, points: int = 101) -> list[dict[str, Any]]:
     """Cosine shape of KL(Softmax(w) ‖ Softmax(SLERP(v, w, t))) for orthogonal v, w (5.2.4)."""
     curve = slerp_kl_curve(seed, dim, pairs, points, length)
     params = {"dim": dim, "pairs": pairs, "points": points, "length": length}
@@ -186,9 +184,9 @@ def check_slerp_kl(
 
 
 def check_attention_rank(
-    seed: int = 0,
-    sizes: Sequence[int] = (64, 512),
-    head_dim: int = 64,
+    seed: int,
+    sizes: Sequence[int],
+    head_dim: int,
     trials: int = 3,
     eps: float = 0.1,
     small_scale: float = 0.25,

@@ -102,12 +102,7 @@ def tracy_widom_sigma1_sq(n: int, s2: float) -> float:
 
 
 def check_random_spectrum(
-    seed: int = 0,
-    n: int = 32,
-    trials: int = 20_000,
-    n_spectral: int = 128,
-    trials_spectral: int = 1000,
-    sigma: float = 0.1,
+    seed: int, n: int, trials: int, n_spectral: int, trials_spectral: int, sigma: float
 ) -> list[dict[str, Any]]:
     """E[σ₁²] ≈ 4nσ² (6.12), mean and variance of Σσᵢ² (6.13), E[σᵢ] = √n·σ (6.29)."""
     rng = check_rng(seed, "random_spectrum")
@@ -147,10 +142,7 @@ def check_random_spectrum(
 
 
 def check_marchenko_pastur(
-    seed: int = 0,
-    shapes: Sequence[Sequence[int]] = ((512, 512), (576, 192), (1536, 576), (1792, 512)),
-    trials: int = 4,
-    sigma: float = 0.1,
+    seed: int, shapes: Sequence[Sequence[int]], trials: int, sigma: float
 ) -> list[dict[str, Any]]:
     """KS distance of squared singular values of Gaussian matrices to the MP law (2.4, fig. 2.4),
     each against its parametric-bootstrap critical value; then the power rows."""

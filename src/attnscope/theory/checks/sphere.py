@@ -79,9 +79,7 @@ STATEMENTS = by_check(
 )
 
 
-def check_hypersphere(
-    seed: int = 0, n: int = 16, samples: int = 200_000, trials: int = 20_000, radius: float = 1.0
-) -> list[dict[str, Any]]:
+def check_hypersphere(seed: int, n: int, samples: int, trials: int, radius: float) -> list[dict[str, Any]]:
     """The hypersphere statements of §6.3 (6.36, 6.45–6.48, 6.49) and the 'Jensen' bound of §5.3.2."""
     rng = check_rng(seed, "hypersphere")
     x = uniform_sphere(rng, samples, n, radius)
