@@ -87,7 +87,7 @@ def evidence(*frames: pd.DataFrame, **parts) -> Evidence:
 
 
 def row_of(ev: Evidence, claim: str, bands_=claims.DEFAULT_BANDS) -> pd.Series:
-    table, _ = claims.evaluate(ev, bands=bands_)
+    table, _ = claims.evaluate(ev, bands=bands_, only={claim})
     rows = table[table["claim"] == claim]
     assert len(rows) == 1, table
     return rows.iloc[0]
@@ -131,7 +131,7 @@ def test_bands_change_what_early_means():
     headline holds only where every band agrees, else the row says which band gives what."""
     share = [0.9] + [0.2] * 7 + [0.9]
     ev = evidence(choices(diagonal_share=share))
-    table, sensitivity = claims.evaluate(ev, bands=("thirds", 1))
+    table, sensitivity = claims.evaluate(ev, bands=("thirds", 1), only={"early-diagonal"})
     early = table[table["claim"] == "early-diagonal"].iloc[0]
     assert early["setting"] == "words, thirds" and early["verdict"] == claims.INCONCLUSIVE
     assert "the bands disagree (thirds: not replicated on m; first/last 1: supported)" in early["measured"]
@@ -351,7 +351,7 @@ def test_spectral_claims_the_weights_scale_cannot_fake():
     free = {name: r.loc["raw, scale-free"] for name, r in rows.items()}
     assert free["scaled"]["estimate"] == free["unscaled"]["estimate"]
     assert free["scaled"]["verdict"] == free["unscaled"]["verdict"] != claims.SUPPORTED
-    table, _ = claims.evaluate(scaled)
+    table, _ = claims.evaluate(scaled, only={"spectra"})
     q_max = table[table["statement"].str.startswith("W_q: learned σ_max")].iloc[0]
     assert q_max["robust"].startswith("no (scale-free; 1 init seed: raw, scale-free:")
     assert "learned/random ratio per layer min 9." in q_max["measured"]
@@ -392,12 +392,13 @@ def test_weight_claims_count_layers_and_take_their_interval_from_init_seeds():
 
 
 def rows_of_statement(ev: Evidence, prefix: str) -> pd.DataFrame:
-    _, sensitivity = claims.evaluate(ev)
+    """The sensitivity rows of the spectra statements that start with ``prefix``."""
+    _, sensitivity = claims.evaluate(ev, only={"spectra"})
     return sensitivity[sensitivity["statement"].str.startswith(prefix)]
 
 
 def test_spectra_not_measured_without_random_tables():
-    table, _ = claims.evaluate(evidence())
+    table, _ = claims.evaluate(evidence(), only={"spectra"})
     assert list(table.loc[table["claim"] == "spectra", "verdict"]) == [claims.NOT_MEASURED]
 
 
@@ -426,14 +427,14 @@ def test_alignment_null_from_the_init_seeds_spread():
     for seed in range(4):
         random = tables["trained"].assign(z_score=rng.normal(0, 10, 30))
         tables[f"random-s{seed}"] = random.assign(cosine=random["z_score"] / 100 / 100)
-    _, sensitivity = claims.evaluate(evidence(alignment=tables))
+    _, sensitivity = claims.evaluate(evidence(alignment=tables), only={"alignment-layer-small"})
     rows = sensitivity[sensitivity["claim"] == "alignment-layer-small"].set_index("setting")
     assert rows.loc["formula", "verdict"] == NOT_REPLICATED
     assert rows.loc["init seeds", "estimate"] > 0.8 and rows.loc["init seeds", "n_seeds"] == 4
     # The heads (layers) are the population and no one seed gives a share: a point either way.
     assert (rows["low"] == rows["estimate"]).all() and (rows["high"] == rows["estimate"]).all()
     three = {k: tables[k] for k in ["trained", "random-s0", "random-s1"]}  # too few seeds: formula only
-    _, sensitivity = claims.evaluate(evidence(alignment=three))
+    _, sensitivity = claims.evaluate(evidence(alignment=three), only={"alignment-layer-small"})
     assert list(sensitivity.loc[sensitivity["claim"] == "alignment-layer-small", "setting"]) == ["formula"]
 
 
@@ -818,16 +819,16 @@ def test_the_reachability_matrix_covers_every_row():
     assert set(zip(table["claim"], table["statement"])) == set(REACHABLE)
 
 
-@pytest.mark.parametrize("claim", ["late-diagonal", "spectra", "built-from-shots"])
-def test_evaluating_one_claim_gives_its_rows_of_the_whole_table(claim):
+def test_evaluating_one_claim_gives_its_rows_of_the_whole_table():
     """``only`` (which the matrix below uses) leaves a claim's rows as the whole evaluation gives them,
     premise included (late-diagonal presupposes early-diagonal)."""
     whole, sensitivity = claims.evaluate(full_evidence())
-    alone, alone_sensitivity = claims.evaluate(full_evidence(), only={claim})
-    for full, part in ((whole, alone), (sensitivity, alone_sensitivity)):
-        expected = full[full["claim"] == claim].reset_index(drop=True)
-        assert len(expected) and set(part["claim"]) == {claim}
-        pd.testing.assert_frame_equal(part, expected)
+    for claim in ("late-diagonal", "spectra", "built-from-shots"):
+        alone, alone_sensitivity = claims.evaluate(full_evidence(), only={claim})
+        for full, part in ((whole, alone), (sensitivity, alone_sensitivity)):
+            expected = full[full["claim"] == claim].reset_index(drop=True)
+            assert len(expected) and set(part["claim"]) == {claim}
+            pd.testing.assert_frame_equal(part, expected)
 
 
 def _row_id(claim: str, statement: str) -> str:
@@ -852,7 +853,7 @@ def test_every_row_reaches_every_verdict(claim, statement, expected):
 def test_cosine_per_head_counts_a_head_that_the_mean_hides():
     """Every head weakly correlated but one (|r| 0.6 in layer 8): the head mean passes, the
     per-head row names that head and does not."""
-    table, _ = claims.evaluate(_per_head(0.6))
+    table, _ = claims.evaluate(_per_head(0.6), only={"cosine-weak"})
     rows = table[table["claim"] == "cosine-weak"].set_index("statement")
     assert rows.loc[COSINE_STATEMENT, "verdict"] == claims.SUPPORTED
     per_head = rows.loc[PER_HEAD_COSINE]
