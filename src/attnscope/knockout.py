@@ -212,6 +212,8 @@ def blocked_mass(maps: Sequence[np.ndarray], blocked: np.ndarray) -> float:
     of a knockout's layers (each [head, query, key], of the model without the knockout), averaged
     over layers, heads and the query rows that lose a key."""
     rows = blocked.any(axis=1)
+    if not rows.any():
+        return 0.0
     stacked = np.stack([np.asarray(m, dtype=np.float64)[:, rows] for m in maps])  # [layer, head, row, key]
     return float((stacked * blocked[rows]).sum(axis=-1).mean())
 
