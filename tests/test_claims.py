@@ -867,7 +867,9 @@ def test_knockout_claims_are_not_measured_without_their_knockouts():
         assert verdict(ev, "shots-within") == claims.NOT_MEASURED
     row = row_of(_knockout(**{**SHOTS_EQUAL, "shot0": -0.6}, words0=-0.3), "built-from-shots")
     assert row["estimate"] == pytest.approx(0.4, abs=0.03) and row["n_prompts"] == 12
-    assert row["contrast"] == "delta_token: knockout-control-target-shots-s0-4-L0-9 − knockout-target-shots-L0-9"
+    assert (
+        row["contrast"] == "delta_token: knockout-control-target-shots-s0-4-L0-9 − knockout-target-shots-L0-9"
+    )
     assert "L0-9" in row["measured"] and "L10-19" in row["measured"] and "(5 seeds)" in row["measured"]
     assert "greedy clue" in row["metric"] and "Beside it, the reference clue: L0-9: 0.2" in row["measured"]
     assert "target-shotwords alone (shot clues visible)" in row["measured"]
@@ -877,7 +879,10 @@ def test_hurts_little_is_judged_against_the_target_to_shots_effect_not_a_margin(
     """Across-shots −0.15 per token, within no margin of 0.1: with a reference that hurts −0.6 it
     hurts little (supported), with a reference that hurts −0.15 as well it does not (inconclusive);
     where the reference does not hurt and across-shots does, across-shots hurts more (contradicted)."""
-    assert verdict(_knockout(**REFERENCE_HURTS, across0=-0.15, across1=-0.15), "shots-within") == claims.SUPPORTED
+    assert (
+        verdict(_knockout(**REFERENCE_HURTS, across0=-0.15, across1=-0.15), "shots-within")
+        == claims.SUPPORTED
+    )
     same = _knockout(shot0=-0.15, shot1=-0.15, across0=-0.15, across1=-0.15)
     assert verdict(same, "shots-within") == claims.INCONCLUSIVE
     quiet = _knockout(shot0=-0.6, shot1=0.0, across0=0.0, across1=-0.1)

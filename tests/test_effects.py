@@ -43,7 +43,12 @@ def test_knockout_names_parse_as_their_edge_set_and_window():
     pattern = re.compile(variants.WILDCARD_REGEX)
     parsed = [variants.parse(n) for n in names]
     assert all(pattern.fullmatch(n) for n in names)
-    assert [(v.edges, v.control, v.seeds, v.layers) for v in parsed][2] == ("target-shotwords", True, (0, 1, 2), (0, 9))
+    assert [(v.edges, v.control, v.seeds, v.layers) for v in parsed][2] == (
+        "target-shotwords",
+        True,
+        (0, 1, 2),
+        (0, 9),
+    )
     assert effects.control_of(names, names[1]) == names[3] and effects.control_of(names, names[3]) is None
 
 
@@ -222,8 +227,12 @@ def test_a_control_of_several_seeds_is_averaged_per_prompt_and_its_mass_set_besi
     per_prompt = rows[rows["variant"] == control].groupby("prompt_index")["delta_token"].mean()
     own = rows[rows["variant"] == named].set_index("prompt_index")["delta_token"]
     assert table.loc[named, "vs_control"] == pytest.approx((own - per_prompt).mean())
-    assert table.loc[named, "vs_control"] != pytest.approx((own - rows[rows["seed"] == 0].set_index("prompt_index")["delta_token"]).mean())
-    assert table.loc[control, ["n_prompts", "n_seeds"]].tolist() == [24, 5] and table.loc[named, "n_seeds"] == 1
+    assert table.loc[named, "vs_control"] != pytest.approx(
+        (own - rows[rows["seed"] == 0].set_index("prompt_index")["delta_token"]).mean()
+    )
+    assert (
+        table.loc[control, ["n_prompts", "n_seeds"]].tolist() == [24, 5] and table.loc[named, "n_seeds"] == 1
+    )
     assert table.loc[named, "mass_ratio"] == pytest.approx(0.5) and pd.isna(table.loc[control, "mass_ratio"])
     text = effects.effects_markdown(table.reset_index(), "effects")
     assert "| control of target-shots | L0-9 | 5 | 24 | 12 |" in text and "knockout.greedy: false" not in text

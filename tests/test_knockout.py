@@ -150,7 +150,9 @@ def test_the_random_control_is_matched_to_its_set_and_seeded(tiny_llama, sample_
     np.testing.assert_array_equal(drawn.sum(axis=1), named.sum(axis=1))  # row by row, so in all
     assert not (drawn & named).any()
     assert not np.triu(drawn).any()  # earlier keys only, never the query itself
-    assert control_faults(appended, n_prompt, drawn) == dict.fromkeys(["first token", "target word", "own segment"], 0)
+    assert control_faults(appended, n_prompt, drawn) == dict.fromkeys(
+        ["first token", "target word", "own segment"], 0
+    )
     np.testing.assert_array_equal(control(0, appended), drawn)  # the appended clue changes no draw
     assert (control(1) != drawn).any()
     if edges in ("target-shots", "target-shotwords"):  # the set the former control was faulted for
@@ -178,8 +180,8 @@ def test_the_control_blocks_about_the_mass_of_its_set_where_attention_follows_di
     named = knockout.named_edges(plain, n_prompt, edges)
     variant = variants.parse(f"knockout-control-{edges}-s0-4-L0-0")
     own = knockout.blocked_mass(maps, named.dense(n))
-    matched = np.mean([knockout.blocked_mass(maps, knockout.blocked_edges(plain, n_prompt, variant, s).dense(n))
-                       for s in variant.seeds])  # fmt: skip
+    drawn = [knockout.blocked_edges(plain, n_prompt, variant, s).dense(n) for s in variant.seeds]
+    matched = np.mean([knockout.blocked_mass(maps, d) for d in drawn])
     former = np.mean([knockout.blocked_mass(maps, unmatched_control(named.dense(n), s)) for s in range(5)])
     assert own > 0.001
     assert abs(matched / own - 1) < 0.2, (matched, own)

@@ -82,7 +82,10 @@ def test_default_target_outputs(tiny_run):
     assert effects.set_index("variant")["mass_ratio"].notna().tolist() == [False, True, False, True, False]
     assert effects["n_seeds"].tolist() == [1, 1, 5, 1, 5]
     text = (results / "knockout" / "tiny-mistral" / "animals-k2.md").read_text()
-    assert "| target-shotwords | L0-1 | – | 3 | 3 |" in text and "| control of target-shots | L0-1 | 5 | 3 | 3 |" in text
+    assert (
+        "| target-shotwords | L0-1 | – | 3 | 3 |" in text
+        and "| control of target-shots | L0-1 | 5 | 3 | 3 |" in text
+    )
     assert "knockout.greedy: false" in text
     assert (results / "figures" / "tiny-mistral" / "animals-k2_knockout.svg").is_file()
     claims = pd.read_parquet(results / "claims.parquet").set_index("claim")

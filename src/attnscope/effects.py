@@ -64,7 +64,9 @@ def paired_difference(rows: pd.DataFrame, minuend: str, subtrahend: str, column:
     """Per prompt both knockouts ran, ``column`` of the knockout ``minuend`` minus that of
     ``subtrahend`` (each the mean over its seeds) as ``difference``, with the prompt's ``target``."""
     sides = [
-        rows[rows["variant"] == name].groupby(PROMPT_KEYS).agg(value=(column, "mean"), target=("target", "first"))
+        rows[rows["variant"] == name]
+        .groupby(PROMPT_KEYS)
+        .agg(value=(column, "mean"), target=("target", "first"))
         for name in (minuend, subtrahend)
     ]
     common = sides[0].index.intersection(sides[1].index)
@@ -139,7 +141,9 @@ def effects_table(rows: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     table = _labels(names)
     columns = [c for c in [*EFFECT_COLUMNS, *GREEDY] if c in rows and rows[c].notna().any()]
     for column in columns:
-        intervals = [interval_of(rows[rows["variant"] == name].dropna(subset=[column]), column) for name in names]
+        intervals = [
+            interval_of(rows[rows["variant"] == name].dropna(subset=[column]), column) for name in names
+        ]
         table[column] = [i.estimate for i in intervals]
         table[f"{column}_low"] = [i.low for i in intervals]
         table[f"{column}_high"] = [i.high for i in intervals]
@@ -181,7 +185,9 @@ def effects_markdown(table: pd.DataFrame, title: str) -> str:
 
     shown = [c for c in [*EFFECT_COLUMNS, *GREEDY] if c in table]
     compared = {
-        f"minus control, {clue}": vs_control(p) for p, clue in knockout.CLUES.items() if vs_control(p) in table
+        f"minus control, {clue}": vs_control(p)
+        for p, clue in knockout.CLUES.items()
+        if vs_control(p) in table
     }
     out = pd.DataFrame(
         {

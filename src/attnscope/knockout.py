@@ -145,12 +145,16 @@ def distance_stratum(distance: np.ndarray) -> np.ndarray:
     return np.floor(STRATA_PER_OCTAVE * np.log2(distance)).astype(int)
 
 
-def _matched(rng: np.random.Generator, pool: np.ndarray, blocked: np.ndarray, query: int, where: str) -> np.ndarray:
+def _matched(
+    rng: np.random.Generator, pool: np.ndarray, blocked: np.ndarray, query: int, where: str
+) -> np.ndarray:
     """As many keys of ``pool`` as ``blocked`` holds, drawn stratum by stratum of their distance to
     ``query`` (:func:`distance_stratum`); a stratum the pool cannot fill takes the rest from the
     nearest strata the pool still holds, at random among equally near keys."""
     if len(blocked) > len(pool):
-        raise ValueError(f"{where}: {len(blocked)} keys to block, only {len(pool)} eligible for the matched control")
+        raise ValueError(
+            f"{where}: {len(blocked)} keys to block, only {len(pool)} eligible for the matched control"
+        )
     pool_strata, wanted = distance_stratum(query - pool), distance_stratum(query - blocked)
     left = np.ones(len(pool), dtype=bool)
     short = []
@@ -182,7 +186,9 @@ def control_edges(
     prompt = np.zeros_like(named.prompt)
     for query in np.flatnonzero(named.prompt.any(axis=1)):
         pool = np.flatnonzero(eligible[:query] & ~named.prompt[query, :query] & (runs[:query] != runs[query]))
-        prompt[query, _matched(rng, pool, np.flatnonzero(named.prompt[query]), query, f"query {query}")] = True
+        prompt[query, _matched(rng, pool, np.flatnonzero(named.prompt[query]), query, f"query {query}")] = (
+            True
+        )
     continuation = np.zeros_like(named.continuation)
     if named.continuation.any():
         pool = np.flatnonzero(eligible & ~named.continuation)
@@ -455,9 +461,11 @@ def prompt_effects(
                         model, tokenizer, [prompt_ids], max_new_tokens, batch_size=1, progress=False,
                         end_marker=fmt.end_marker, clean_up=clean_up,
                     )  # fmt: skip
-    table = prompt_table[["prompt_index", "prompt_id", "experiment", "target"]].loc[
-        prompt_table.index.repeat(len(seeds))
-    ].reset_index(drop=True)
+    table = (
+        prompt_table[["prompt_index", "prompt_id", "experiment", "target"]]
+        .loc[prompt_table.index.repeat(len(seeds))]
+        .reset_index(drop=True)
+    )
     table = pd.concat([table.assign(variant=variant), pd.DataFrame(rows)], axis=1)
     table["seed"] = table["seed"].astype("Int64")
     if greedy:

@@ -95,7 +95,9 @@ def within_shots(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
     one; contradicted when a window contradicts; else inconclusive."""
     table = _table(ev, (ACROSS_SHOTS, TARGET_SHOTS), th)
     if table is None or not {ACROSS_SHOTS, TARGET_SHOTS} <= set(table["edges"]):
-        return not_measured(f"no knockout of {ACROSS_SHOTS} with its reference {TARGET_SHOTS} ran", "knockout")
+        return not_measured(
+            f"no knockout of {ACROSS_SHOTS} with its reference {TARGET_SHOTS} ran", "knockout"
+        )
     named = table[~table["control"]].set_index(["edges", "window"])
     rows = ev.knockout[ev.knockout["experiment"].isin(ev.replicates)]
     found = {}
@@ -109,9 +111,7 @@ def within_shots(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
     if not found:
         return not_measured(f"no window of {ACROSS_SHOTS} has its reference {TARGET_SHOTS}", "knockout")
     hurts = {w: ref.high < 0 for w, (_, _, ref, *_) in found.items()}
-    supports = {
-        w: (d.low > 0) if hurts[w] else across.high >= 0 for w, (d, across, *_) in found.items()
-    }
+    supports = {w: (d.low > 0) if hurts[w] else across.high >= 0 for w, (d, across, *_) in found.items()}
     if any(d.high < 0 for d, *_ in found.values()):
         verdict = CONTRADICTED
     elif all(supports.values()) and any(hurts.values()):
