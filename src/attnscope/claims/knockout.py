@@ -49,7 +49,10 @@ def _excess(table: pd.DataFrame, edges: str, prefix: str) -> dict[str, tuple[Int
 
 
 def _windows_text(found: dict[str, tuple[Interval, float, str, str]]) -> str:
-    return "; ".join(f"{w}: {i} (adjusted p {p:.2g})" for w, (i, p, *_) in found.items()) or "not run"
+    return (
+        "; ".join(f"{w}: {i} (adjusted p {p:.2g})" for w, (i, p, *_) in found.items())
+        or "no matched control ran"
+    )
 
 
 def built_from_shots(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
