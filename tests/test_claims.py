@@ -662,20 +662,29 @@ def _per_head(peak: float) -> Evidence:
 
 
 def _knockout(**effect: float) -> Evidence:
-    """Knockout rows of target-shotwords and its control (named − control per window) or of
-    across-shots, each with its mean Δ log-probability per token."""
+    """Knockout rows of target-shots and its matched control (named − control per window; the
+    control's five seeds each drawn around its mean), of target-shotwords, or of across-shots, each
+    with its mean Δ log-probability per token."""
     names = {
-        "shot0": "knockout-target-shotwords-L0-9",
-        "shot1": "knockout-target-shotwords-L10-19",
-        "control0": "knockout-control-target-shotwords-s0-L0-9",
-        "control1": "knockout-control-target-shotwords-s0-L10-19",
+        "shot0": "knockout-target-shots-L0-9",
+        "shot1": "knockout-target-shots-L10-19",
+        "control0": "knockout-control-target-shots-s0-4-L0-9",
+        "control1": "knockout-control-target-shots-s0-4-L10-19",
+        "words0": "knockout-target-shotwords-L0-9",
         "across0": "knockout-across-shots-L0-9",
         "across1": "knockout-across-shots-L10-19",
     }
-    return evidence(knockout=synthetic({names[key]: value for key, value in effect.items()}))
+    named = {names[key]: value for key, value in effect.items() if not key.startswith("control")}
+    controls = {names[key]: value for key, value in effect.items() if key.startswith("control")}
+    rows = [synthetic(named).assign(seed=pd.NA)] + [
+        synthetic(controls, seed=seed + 1).assign(seed=seed) for seed in range(5) if controls
+    ]
+    rows = pd.concat(rows, ignore_index=True)
+    return evidence(knockout=rows.assign(reference_delta_token=rows["delta_token"] / 2))
 
 
 SHOTS_EQUAL = {"shot0": -0.2, "shot1": -0.2, "control0": -0.2, "control1": -0.2}
+REFERENCE_HURTS = {"shot0": -0.6, "shot1": -0.6}
 
 
 S, NR, IN = claims.SUPPORTED, NOT_REPLICATED, claims.INCONCLUSIVE
@@ -706,9 +715,9 @@ ONE_ROW = {
         IN: lambda: _knockout(**SHOTS_EQUAL),  # as much as the control
     },
     "shots-within": {
-        S: lambda: _knockout(across0=0.0, across1=-0.02),
-        NR: lambda: _knockout(across0=0.0, across1=-0.5),
-        IN: lambda: _knockout(across0=0.0, across1=-0.1),  # at the bar
+        S: lambda: _knockout(**REFERENCE_HURTS, across0=0.0, across1=-0.02),
+        NR: lambda: _knockout(**REFERENCE_HURTS, across0=0.0, across1=-0.9),  # hurts more than the reference
+        IN: lambda: _knockout(**REFERENCE_HURTS, across0=0.0, across1=-0.6),  # as much as the reference
     },
     "value-domain": {
         S: lambda: evidence(choices(small_mass=0.8)),
@@ -795,7 +804,7 @@ def full_evidence() -> Evidence:
     clues = _shots(10, 12, 14).clues
     edits = clue_rows("qkscale-a2", "animals-k3", 3, 5.0, copy=0.8)
     edits += clue_rows("qkscale-a0.5", "animals-k3", 3, 1.0, clue="", ok=False)
-    knockout = _knockout(**SHOTS_EQUAL, across0=0.0, across1=-0.02).knockout
+    knockout = _knockout(**SHOTS_EQUAL, words0=-0.3, across0=0.0, across1=-0.02).knockout
     z = [0.5] * 30
     weights = pd.concat([alignment(z)["trained"], alignment(z, "head")["trained"]], ignore_index=True)
     return Evidence(
@@ -862,14 +871,43 @@ def test_cosine_per_head_counts_a_head_that_the_mean_hides():
 
 
 def test_knockout_claims_are_not_measured_without_their_knockouts():
-    """No knockout, or the set without its control: not measured; the claim reads the set's own rows."""
+    """No knockout, the set without its control, across-shots without its reference: not measured;
+    the claim reads the set's own rows and names the clue it reads and the one beside it."""
     for ev in (evidence(), _knockout(shot0=-0.6, shot1=-0.6, across0=-0.5)):
         row = row_of(ev, "built-from-shots")
-        assert row["verdict"] == claims.NOT_MEASURED and "random control" in row["measured"]
-    assert verdict(evidence(), "shots-within") == claims.NOT_MEASURED
-    row = row_of(_knockout(**{**SHOTS_EQUAL, "shot0": -0.6}), "built-from-shots")
+        assert row["verdict"] == claims.NOT_MEASURED and "matched control" in row["measured"]
+    for ev in (evidence(), _knockout(across0=-0.02, across1=0.0)):
+        assert verdict(ev, "shots-within") == claims.NOT_MEASURED
+    row = row_of(_knockout(**{**SHOTS_EQUAL, "shot0": -0.6}, words0=-0.3), "built-from-shots")
     assert row["estimate"] == pytest.approx(0.4, abs=0.03) and row["n_prompts"] == 12
-    assert "L0-9" in row["measured"] and "L10-19" in row["measured"]
+    assert (
+        row["contrast"] == "delta_token: knockout-control-target-shots-s0-4-L0-9 − knockout-target-shots-L0-9"
+    )
+    assert "L0-9" in row["measured"] and "L10-19" in row["measured"] and "(5 seeds)" in row["measured"]
+    assert (
+        "greedy clue" in row["metric"] and "Beside it, the reference clue: L0-9: 0.19" in row["measured"]
+    )  # half the greedy clue's
+    assert (
+        "target-shotwords alone (shot clues visible), the trained model's greedy clue: no matched control"
+        in row["measured"]
+    )
+
+
+def test_hurts_little_is_judged_against_the_target_to_shots_effect_not_a_margin():
+    """Across-shots −0.15 per token, within no margin of 0.1: with a reference that hurts −0.6 it
+    hurts little (supported), with a reference that hurts −0.15 as well it does not (inconclusive);
+    where the reference does not hurt and across-shots does, across-shots hurts more (contradicted)."""
+    assert (
+        verdict(_knockout(**REFERENCE_HURTS, across0=-0.15, across1=-0.15), "shots-within")
+        == claims.SUPPORTED
+    )
+    same = _knockout(shot0=-0.15, shot1=-0.15, across0=-0.15, across1=-0.15)
+    assert verdict(same, "shots-within") == claims.INCONCLUSIVE
+    quiet = _knockout(shot0=-0.6, shot1=0.0, across0=0.0, across1=-0.1)
+    assert verdict(quiet, "shots-within") == NOT_REPLICATED
+    row = row_of(_knockout(**REFERENCE_HURTS, across0=0.0, across1=-0.02), "shots-within")
+    assert row["contrast"] == "delta_token: knockout-across-shots-L10-19 − knockout-target-shots-L10-19"
+    assert row["estimate"] == pytest.approx(0.58, abs=0.03)
 
 
 def recomputed(ev: Evidence, row: pd.Series) -> float:
@@ -877,6 +915,9 @@ def recomputed(ev: Evidence, row: pd.Series) -> float:
     column minus trained's paired per prompt and layer, a band's mean minus another's (thirds of
     the trained model's layer means), or a shot count's chrF minus another's paired per target."""
     contrast = claims.Contrast.parse(row["contrast"])
+    if contrast.axis == "knockout":  # per prompt, each side's mean over its seeds
+        per_prompt = ev.knockout.groupby(["variant", "experiment", "prompt_index"])[contrast.quantity].mean()
+        return (per_prompt[contrast.minuend] - per_prompt[contrast.subtrahend]).dropna().mean()
     if contrast.axis == "k":
         clues = ev.clues[ev.clues["variant"] == "trained"]
         per_target = clues.groupby(["k", "target"])["chrf"].mean().unstack("k")

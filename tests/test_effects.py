@@ -15,7 +15,7 @@ from attnscope import effects, generation, knockout, plots, prompts, variants
 from tests.helpers import synthetic
 
 OPTIONS = {"edges": ["target-shotwords", "control-target-shotwords"], "window": 10, "stride": None,
-           "windows": None, "control_seed": 3}  # fmt: skip
+           "windows": None, "control_seeds": 3}  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -37,13 +37,18 @@ def test_knockout_names_parse_as_their_edge_set_and_window():
     assert names == [
         "knockout-target-shotwords-L0-9",
         "knockout-target-shotwords-L10-19",
-        "knockout-control-target-shotwords-s3-L0-9",
-        "knockout-control-target-shotwords-s3-L10-19",
+        "knockout-control-target-shotwords-s0-2-L0-9",
+        "knockout-control-target-shotwords-s0-2-L10-19",
     ]
     pattern = re.compile(variants.WILDCARD_REGEX)
     parsed = [variants.parse(n) for n in names]
     assert all(pattern.fullmatch(n) for n in names)
-    assert [(v.edges, v.control, v.layers) for v in parsed][2] == ("target-shotwords", True, (0, 9))
+    assert [(v.edges, v.control, v.seeds, v.layers) for v in parsed][2] == (
+        "target-shotwords",
+        True,
+        (0, 1, 2),
+        (0, 9),
+    )
     assert effects.control_of(names, names[1]) == names[3] and effects.control_of(names, names[3]) is None
 
 
@@ -134,6 +139,32 @@ def test_prompt_effects_are_the_teacher_forced_log_probabilities(tiny_llama, sam
     with blocker:
         [made] = generation.generate(model, tokenizer, [prompt_ids], 6, batch_size=1, progress=False)
     assert row["clue"] == made.clue and row["exact_match"] == float(made.clue == clues["clue"][0])
+    reference = knockout.reference_ids(tokenizer, prompts.table_format(table), table["reference_clue"][0])
+    assert tokenizer.decode(reference).endswith("#") and len(reference) == row["reference_n_clue_tokens"]
+    before, after = knockout.clue_logprobs(model, prompt_ids, reference, [None, blocker])
+    np.testing.assert_allclose(row["reference_delta_token"], (after - before).mean(), atol=1e-5)
+
+
+def test_a_control_job_draws_each_seed_and_blocks_as_many_edges(tiny_llama, sample_clues):
+    """One job of a control with seeds 0-2: a row per seed, each blocking as many edges as the set
+    and scoring both clues; the attention mass each blocks is that of its own edges."""
+    model, tokenizer = tiny_llama
+    table = one_prompt(tokenizer, sample_clues, 3)
+    clues = trained_clues(model, tokenizer, table)
+    named, control = (
+        knockout.prompt_effects(model, tokenizer, table, clues, name, False, 6)
+        for name in ("knockout-target-shots-L0-1", "knockout-control-target-shots-s0-2-L0-1")
+    )
+    assert control["seed"].tolist() == [0, 1, 2] and named["seed"].isna().all()
+    assert (control["n_blocked"] == named["n_blocked"][0]).all() and named["n_blocked"][0] > 0
+    assert control["delta_token"].nunique() == 3 and control["reference_delta_token"].notna().all()
+    assert control["blocked_mass"].nunique() == 3
+    prompt_ids, clue_ids = list(table["input_ids"][0]), list(clues["generated_ids"][0])
+    variant = variants.parse("knockout-control-target-shots-s0-2-L0-1")
+    blocked = knockout.blocked_edges(prompts.prompt_annotation(table.iloc[0]), len(prompt_ids), variant, 2)
+    maps = knockout.layer_maps(model, prompt_ids + clue_ids, range(2))
+    dense = blocked.dense(len(prompt_ids) + len(clue_ids))
+    assert control["blocked_mass"][2] == pytest.approx(knockout.blocked_mass(maps, dense))
 
 
 # --- the effects table ---
@@ -180,6 +211,31 @@ def test_the_effects_table_against_means_and_paired_differences():
     fig = plots.plot_knockout_effects(table.reset_index(), "effects")
     left, right = fig.axes
     assert len(left.containers) == 3 and len(right.containers) == 1  # sets; the one set with a control
+
+
+def test_a_control_of_several_seeds_is_averaged_per_prompt_and_its_mass_set_beside():
+    """Five seeds of a control, each its own noise: the set is compared with the seeds' mean per
+    prompt (not with one seed), the table counts prompts (not rows) and seeds, and the control's
+    blocked mass is divided by the set's."""
+    named, control = "knockout-target-shots-L0-9", "knockout-control-target-shots-s0-4-L0-9"
+    rows = pd.concat(
+        [synthetic({named: -0.5}).assign(seed=pd.NA, blocked_mass=0.2)]
+        + [synthetic({control: -0.1 * s}, seed=s + 1).assign(seed=s, blocked_mass=0.1) for s in range(5)],
+        ignore_index=True,
+    )
+    table = effects.effects_table(rows).set_index("variant")
+    per_prompt = rows[rows["variant"] == control].groupby("prompt_index")["delta_token"].mean()
+    own = rows[rows["variant"] == named].set_index("prompt_index")["delta_token"]
+    assert table.loc[named, "vs_control"] == pytest.approx((own - per_prompt).mean())
+    assert table.loc[named, "vs_control"] != pytest.approx(
+        (own - rows[rows["seed"] == 0].set_index("prompt_index")["delta_token"]).mean()
+    )
+    assert (
+        table.loc[control, ["n_prompts", "n_seeds"]].tolist() == [24, 5] and table.loc[named, "n_seeds"] == 1
+    )
+    assert table.loc[named, "mass_ratio"] == pytest.approx(0.5) and pd.isna(table.loc[control, "mass_ratio"])
+    text = effects.effects_markdown(table.reset_index(), "effects")
+    assert "| control of target-shots | L0-9 | 5 | 24 | 12 |" in text and "knockout.greedy: false" not in text
 
 
 @pytest.mark.parametrize("name", ["knockout-target-shotwords-L0-1", "knockout-across-shots-L0-1"])

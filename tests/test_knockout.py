@@ -65,16 +65,17 @@ def reference_edges(annotation: prompts.Annotation, n_prompt: int, edges: str) -
     seg, shot = annotation.token_segment, annotation.token_shot
     first_target = seg.index(TARGET)
     key_segment = {
-        "target-shotwords": SHOT_WORD,
-        "target-shotclues": SHOT_CLUE,
-        "target-instruction": INSTRUCTION_SEGMENT,
+        "target-shots": (SHOT_WORD, SHOT_CLUE),
+        "target-shotwords": (SHOT_WORD,),
+        "target-shotclues": (SHOT_CLUE,),
+        "target-instruction": (INSTRUCTION_SEGMENT,),
     }
     n = len(seg)
     out = np.zeros((n, n), dtype=bool)
     for q in range(n):
         for k in range(min(q, n_prompt)):
             if edges in key_segment:
-                out[q, k] = q >= first_target and seg[k] == key_segment[edges]
+                out[q, k] = q >= first_target and seg[k] in key_segment[edges]
             elif edges == "across-shots":
                 out[q, k] = q < n_prompt and 0 < shot[k] < shot[q]
             else:
@@ -98,28 +99,100 @@ def test_named_edge_sets_are_their_definitions(tiny_llama, sample_clues, edges):
     np.testing.assert_array_equal(blocked, expected)
 
 
-@pytest.mark.parametrize("edges", variants.EDGE_SETS)
-def test_the_random_control_has_the_size_of_its_set_and_is_seeded(tiny_llama, sample_clues, edges):
-    _, tokenizer = tiny_llama
+def control_faults(annotation: prompts.Annotation, n_prompt: int, drawn: np.ndarray) -> dict[str, int]:
+    """The edges of a control (dense [query, key]) that a matched control never blocks: the first
+    token, the target word, a key of the query's own segment run."""
+    segment = np.asarray(annotation.token_segment)
+    runs = knockout.segment_runs(annotation, n_prompt)
+    queries, keys = np.nonzero(drawn[:n_prompt])
+    return {
+        "first token": int(drawn[:, 0].sum()),
+        "target word": int(drawn[:, segment[: drawn.shape[1]] == TARGET].sum()),
+        "own segment": int((runs[queries] == runs[keys]).sum()),
+    }
+
+
+def unmatched_control(named: np.ndarray, seed: int) -> np.ndarray:
+    """The former control, built to be wrong: per row as many keys drawn from every earlier key
+    outside the set but the first, whatever their segment or distance."""
+    rng = np.random.default_rng(seed)
+    drawn = np.zeros_like(named)
+    for query in np.flatnonzero(named.any(axis=1)):
+        pool = np.flatnonzero(~named[query, :query])
+        pool = pool[pool > 0]
+        drawn[query, rng.choice(pool, size=int(named[query].sum()), replace=False)] = True
+    return drawn
+
+
+def annotated(tokenizer, sample_clues) -> tuple[prompts.Annotation, prompts.Annotation, int]:
+    """The Ant prompt's annotation, the same with a clue appended, and the prompt's length."""
     row = prompts.build_prompts(sample_clues, "animals-k3", SPEC, ["Ant"], tokenizer).iloc[0]
     plain = prompts.prompt_annotation(row)
     appended = prompts.annotate_generated(
         tokenizer, plain, tokenizer.encode(CLUE, add_special_tokens=False), CLUE
     )
-    n_prompt, n = int(row["n_tokens"]), len(appended.input_ids)
+    return plain, appended, int(row["n_tokens"])
+
+
+@pytest.mark.parametrize("edges", variants.EDGE_SETS)
+def test_the_random_control_is_matched_to_its_set_and_seeded(tiny_llama, sample_clues, edges):
+    """Row by row as many keys as the set, none of the set's, never the first token, the target word
+    or the query's own segment; the former control, drawn from every earlier key, is caught."""
+    plain, appended, n_prompt = annotated(tiny_llama[1], sample_clues)
+    n = len(appended.input_ids)
     named = knockout.named_edges(plain, n_prompt, edges).dense(n)
 
     def control(seed: int, annotation=plain) -> np.ndarray:
-        variant = variants.parse(f"knockout-control-{edges}-s{seed}-L0-0")
-        return knockout.blocked_edges(annotation, n_prompt, variant).dense(n)
+        variant = variants.parse(f"knockout-control-{edges}-s0-4-L0-0")
+        return knockout.blocked_edges(annotation, n_prompt, variant, seed).dense(n)
 
     drawn = control(0)
     np.testing.assert_array_equal(drawn.sum(axis=1), named.sum(axis=1))  # row by row, so in all
     assert not (drawn & named).any()
-    assert not drawn[:, 0].any()  # the first token (an attention sink) stays open
     assert not np.triu(drawn).any()  # earlier keys only, never the query itself
+    assert control_faults(appended, n_prompt, drawn) == dict.fromkeys(
+        ["first token", "target word", "own segment"], 0
+    )
     np.testing.assert_array_equal(control(0, appended), drawn)  # the appended clue changes no draw
     assert (control(1) != drawn).any()
+    if edges in ("target-shots", "target-shotwords"):  # the set the former control was faulted for
+        faults = [control_faults(appended, n_prompt, unmatched_control(named, seed)) for seed in range(50)]
+        assert sum(f["target word"] + f["own segment"] for f in faults) > 0
+
+
+def decaying_maps(n: int, scale: float) -> list[np.ndarray]:
+    """One layer, one head of attention that decays with distance, e^(−d/scale), over earlier keys."""
+    distance = np.arange(n)[:, None] - np.arange(n)[None, :]
+    weights = np.where(distance >= 0, np.exp(-distance / scale), 0.0)
+    return [(weights / weights.sum(axis=1, keepdims=True))[None]]
+
+
+@pytest.mark.parametrize("edges", ["target-shots", "target-shotwords"])
+def test_the_control_blocks_about_the_mass_of_its_set_where_attention_follows_distance(
+    tiny_llama, sample_clues, edges
+):
+    """Attention that depends on distance alone: the control drawn stratum by stratum of distance
+    blocks, over five seeds, the set's attention mass within 20 %; the former control, drawn from
+    every earlier key (near ones included), does not (1.3× and 5× on this prompt)."""
+    plain, appended, n_prompt = annotated(tiny_llama[1], sample_clues)
+    n = len(appended.input_ids)
+    maps = decaying_maps(n, 8.0)
+    named = knockout.named_edges(plain, n_prompt, edges)
+    variant = variants.parse(f"knockout-control-{edges}-s0-4-L0-0")
+    own = knockout.blocked_mass(maps, named.dense(n))
+    drawn = [knockout.blocked_edges(plain, n_prompt, variant, s).dense(n) for s in variant.seeds]
+    matched = np.mean([knockout.blocked_mass(maps, d) for d in drawn])
+    former = np.mean([knockout.blocked_mass(maps, unmatched_control(named.dense(n), s)) for s in range(5)])
+    assert own > 0.001
+    assert abs(matched / own - 1) < 0.2, (matched, own)
+    assert abs(former / own - 1) > 0.2, (former, own)
+
+
+def test_blocked_mass_is_the_mean_row_mass_on_the_blocked_keys():
+    maps = [np.array([[[1, 0, 0], [0.5, 0.5, 0], [0.2, 0.3, 0.5]]]), np.full((1, 3, 3), 1 / 3)]
+    blocked = np.zeros((3, 3), dtype=bool)
+    blocked[2, 0] = blocked[2, 1] = True
+    assert knockout.blocked_mass(maps, blocked) == pytest.approx((0.5 + 2 / 3) / 2)
 
 
 # --- the blocking ---

@@ -121,16 +121,20 @@ def test_one_knockout_added_runs_only_that_knockout(finished_run):
     of the other knockouts; a change of the control seed reruns only the controls."""
 
     def add_edges(config):
-        config["knockout"] = {"edges": ["target-shotwords", "across-shots", "control-target-shotwords",
-                                        "target-shotclues"]}  # fmt: skip
+        edges = ["target-shots", "target-shotwords", "across-shots", "control-target-shots",
+                 "control-target-shotwords", "target-shotclues"]  # fmt: skip
+        config["knockout"] = {"edges": edges}
 
     planned, jobs = run_after(finished_run, add_edges)
     added = ("knockout", f"model={MODEL}, variant=knockout-target-shotclues-L0-1, experiment=animals-k2")
     assert planned == with_aggregates([added], jobs)
     assert ("knockout_effects", f"model={MODEL}, experiment=animals-k2") in planned
-    planned, jobs = run_after(finished_run, set_key("knockout", {"control_seed": 1}))
-    control = "variant=knockout-control-target-shotwords-s1-L0-1"
-    assert planned == with_aggregates(having(jobs, control), jobs) and having(planned, control)
+    planned, jobs = run_after(finished_run, set_key("knockout", {"control_seeds": 3}))
+    controls = [
+        f"variant=knockout-control-{edges}-s0-2-L0-1" for edges in ("target-shots", "target-shotwords")
+    ]
+    rerun = sorted(job for control in controls for job in having(jobs, control))
+    assert planned == with_aggregates(rerun, jobs) and all(having(planned, c) for c in controls)
 
 
 def test_one_k_changed_runs_only_that_experiment(finished_run):

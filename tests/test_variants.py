@@ -114,19 +114,22 @@ def test_an_empty_layer_range_is_refused_in_a_name():
 @pytest.mark.parametrize("edges", variants.EDGE_CHOICES)
 def test_a_knockout_name_is_written_as_it_parses(edges):
     """Every ``knockout.edges`` choice: the name the plan writes parses back to its edge set, its
-    control seed (controls only) and its window, and the Snakefile's wildcard accepts it."""
-    name = variants.knockout_name(edges, 7, (3, 5))
+    control seeds (controls only: 0 … n − 1, one seed as s0) and its window, and the Snakefile's
+    wildcard accepts it."""
     control = edges.startswith("control-")
-    expected = f"knockout-{edges}-s7-L3-5" if control else f"knockout-{edges}-L3-5"
-    assert name == expected
-    parsed = variants.parse(name)
-    assert (parsed.edges, parsed.control, parsed.seed, parsed.layers) == (
-        edges.removeprefix("control-"),
-        control,
-        7 if control else None,
-        (3, 5),
-    )
-    assert re.compile(variants.WILDCARD_REGEX).fullmatch(name)
+    for seeds, drawn in ((7, "s0-6"), (1, "s0")):
+        name = variants.knockout_name(edges, seeds, (3, 5))
+        assert name == (f"knockout-{edges}-{drawn}-L3-5" if control else f"knockout-{edges}-L3-5")
+        parsed = variants.parse(name)
+        assert (parsed.edges, parsed.control, parsed.seeds, parsed.layers) == (
+            edges.removeprefix("control-"),
+            control,
+            tuple(range(seeds)) if control else (),
+            (3, 5),
+        )
+        assert re.compile(variants.WILDCARD_REGEX).fullmatch(name)
+    with pytest.raises(ValueError, match="seed range s4-2 is empty"):
+        variants.parse("knockout-control-across-shots-s4-2-L0-1")
 
 
 def test_a_name_of_no_form_lists_every_form():

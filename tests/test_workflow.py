@@ -67,16 +67,26 @@ def test_default_target_outputs(tiny_run):
     # The knockouts of the claims experiment (config.yaml's knockout: on 2 layers, one window):
     # the effects table, its figure, and the two knockout claims measured.
     effects = pd.read_parquet(results / "knockout" / "tiny-mistral" / "animals-k2.parquet")
-    names = ["knockout-across-shots-L0-1", "knockout-target-shotwords-L0-1"]
-    assert effects["variant"].tolist() == [*names, "knockout-control-target-shotwords-s0-L0-1"]
+    names = [
+        "knockout-across-shots-L0-1",
+        "knockout-target-shots-L0-1",
+        "knockout-control-target-shots-s0-4-L0-1",
+        "knockout-target-shotwords-L0-1",
+        "knockout-control-target-shotwords-s0-4-L0-1",
+    ]
+    assert effects["variant"].tolist() == names
     assert (effects["n_prompts"] == 3).all() and effects["delta_token_low"].le(
         effects["delta_token_high"]
     ).all()
-    assert effects.set_index("variant")["vs_control"].notna().tolist() == [False, True, False]
+    assert effects.set_index("variant")["vs_control"].notna().tolist() == [False, True, False, True, False]
+    assert effects.set_index("variant")["mass_ratio"].notna().tolist() == [False, True, False, True, False]
+    assert effects["n_seeds"].tolist() == [1, 1, 5, 1, 5]
+    text = (results / "knockout" / "tiny-mistral" / "animals-k2.md").read_text()
     assert (
-        "| target-shotwords | L0-1 | 3 | 3 |"
-        in (results / "knockout" / "tiny-mistral" / "animals-k2.md").read_text()
+        "| target-shotwords | L0-1 | – | 3 | 3 |" in text
+        and "| control of target-shots | L0-1 | 5 | 3 | 3 |" in text
     )
+    assert "knockout.greedy: false" in text
     assert (results / "figures" / "tiny-mistral" / "animals-k2_knockout.svg").is_file()
     claims = pd.read_parquet(results / "claims.parquet").set_index("claim")
     assert claims.loc[["built-from-shots", "shots-within"], "verdict"].ne("not measured").all()

@@ -5,15 +5,17 @@ weight. For one sequence it blocks a set of edges [query, key], built from the p
 segments and shots (:class:`attnscope.prompts.Annotation`), so it means the same in every task
 format. The edge sets (:data:`attnscope.variants.EDGE_SETS`):
 
-- ``target-shotwords``, ``target-shotclues``, ``target-instruction``: every query from the
-  target's first token on (the target word, the template tokens after it that predict the clue,
-  the generated clue) to the shot words, the shot clues, the instruction;
+- ``target-shots``, ``target-shotwords``, ``target-shotclues``, ``target-instruction``: every query
+  from the target's first token on (the target word, the template tokens after it that predict the
+  clue, the generated clue) to the shots (their words and their clues), the shot words, the shot
+  clues, the instruction;
 - ``across-shots``: every token of a shot to every token of the earlier shots;
 - ``clue-ownword``: a shot's clue tokens to its own shot word;
-- ``control-{edges}-s{seed}``: in each query row that ``{edges}`` blocks, as many keys drawn at
-  random (seeded by ``seed`` and the prompt's token ids) from the row's other earlier keys, the
-  sequence's first token excepted (most models park attention there, an attention sink, which no
-  named set blocks: blocking it is another experiment).
+- ``control-{edges}-s{seed}``: the matched random control of ``{edges}`` (:func:`control_edges`):
+  in each query row that ``{edges}`` blocks, as many keys drawn (seeded by ``seed`` and the
+  prompt's token ids) from the row's earlier keys outside the set, never the sequence's first token
+  (most models park attention there, an attention sink, which no named set blocks), the target word
+  or the query's own segment, stratum by stratum of the distance to the query.
 
 Tokens after the prompt (a generated clue, or one appended for teacher forcing)
 are queries of the ``continuation`` row: they lose the same prompt keys whatever their number.
@@ -47,15 +49,16 @@ import pandas as pd
 import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
-from attnscope import architecture, generation, models, prompts, variants
+from attnscope import architecture, capture, generation, models, prompts, variants
 from attnscope.store import INSTRUCTION_SEGMENT, SHOT_CLUE, SHOT_WORD, TARGET
 
 TARGET_KEYS = {
-    variants.TARGET_SHOTWORDS: SHOT_WORD,
-    variants.TARGET_SHOTCLUES: SHOT_CLUE,
-    variants.TARGET_INSTRUCTION: INSTRUCTION_SEGMENT,
+    variants.TARGET_SHOTS: (SHOT_WORD, SHOT_CLUE),
+    variants.TARGET_SHOTWORDS: (SHOT_WORD,),
+    variants.TARGET_SHOTCLUES: (SHOT_CLUE,),
+    variants.TARGET_INSTRUCTION: (INSTRUCTION_SEGMENT,),
 }
-"""The key segment of each ``target-*`` edge set."""
+"""The key segments of each ``target-*`` edge set."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,7 @@ def named_edges(annotation: prompts.Annotation, n_prompt: int, edges: str) -> Bl
         targets = np.flatnonzero(segment == TARGET)
         if not len(targets):
             raise ValueError(f"knockout {edges}: the prompt has no {TARGET} token")
-        continuation = segment == TARGET_KEYS[edges]
+        continuation = np.isin(segment, TARGET_KEYS[edges])
         prompt = (np.arange(n_prompt) >= targets[0])[:, None] & continuation[None, :]
     elif edges == variants.ACROSS_SHOTS:
         prompt = (shot[:, None] > shot[None, :]) & (shot[None, :] > 0)
@@ -126,46 +129,114 @@ def named_edges(annotation: prompts.Annotation, n_prompt: int, edges: str) -> Bl
     return BlockedEdges(prompt & earlier, continuation)
 
 
-def _draw(rng: np.random.Generator, pool: np.ndarray, count: int, where: str) -> np.ndarray:
-    """``count`` of the positions ``pool``, without replacement."""
-    if count > len(pool):
-        raise ValueError(f"{where}: {count} keys to block, only {len(pool)} eligible for the random control")
-    return rng.choice(pool, size=count, replace=False)
+def segment_runs(annotation: prompts.Annotation, n_prompt: int) -> np.ndarray:
+    """Each prompt token's segment run: a run ends wherever the segment or the shot changes (a
+    shot's word and its clue are two runs, the template between them a third)."""
+    segment, shot = _prompt_labels(annotation, n_prompt)
+    return np.cumsum(np.r_[True, (segment[1:] != segment[:-1]) | (shot[1:] != shot[:-1])])
+
+
+STRATA_PER_OCTAVE = 4
+"""Distance strata per doubling of the distance: within a stratum distances differ by < 2^(1/4) ≈ 1.19×."""
+
+
+def distance_stratum(distance: np.ndarray) -> np.ndarray:
+    """The distance stratum of query − key distances ≥ 1: ⌊4 log₂ d⌋ (:data:`STRATA_PER_OCTAVE`)."""
+    return np.floor(STRATA_PER_OCTAVE * np.log2(distance)).astype(int)
+
+
+def _matched(
+    rng: np.random.Generator, pool: np.ndarray, blocked: np.ndarray, query: int, where: str
+) -> np.ndarray:
+    """As many keys of ``pool`` as ``blocked`` holds, drawn stratum by stratum of their distance to
+    ``query`` (:func:`distance_stratum`); a stratum the pool cannot fill takes the rest from the
+    nearest strata the pool still holds, at random among equally near keys."""
+    if len(blocked) > len(pool):
+        raise ValueError(
+            f"{where}: {len(blocked)} keys to block, only {len(pool)} eligible for the matched control"
+        )
+    pool_strata, wanted = distance_stratum(query - pool), distance_stratum(query - blocked)
+    left = np.ones(len(pool), dtype=bool)
+    short = []
+    for stratum, count in zip(*np.unique(wanted, return_counts=True)):
+        here = np.flatnonzero(left & (pool_strata == stratum))
+        taken = rng.choice(here, size=min(count, len(here)), replace=False)
+        left[taken] = False
+        short += [stratum] * (count - len(taken))
+    for stratum in short:
+        gap = np.where(left, np.abs(pool_strata - stratum), np.iinfo(np.int64).max)
+        left[rng.choice(np.flatnonzero(gap == gap.min()))] = False
+    return pool[~left]
 
 
 def control_edges(
     annotation: prompts.Annotation, n_prompt: int, named: BlockedEdges, seed: int
 ) -> BlockedEdges:
-    """The random control of ``named``: in each of its query rows (and its continuation row) as
-    many keys, drawn from the row's earlier keys that ``named`` leaves open, the first token
-    excepted; seeded by ``seed`` and the prompt's token ids, so a prompt gets the same draw in
-    every job."""
-    _prompt_labels(annotation, n_prompt)
-    eligible = np.arange(n_prompt) > 0
+    """The matched random control of ``named``: in each of its query rows (and its continuation
+    row, whose distances count from the first token after the prompt) as many keys, drawn from the
+    row's earlier keys outside ``named`` that are neither the first token, nor the target word,
+    nor in the query's own segment run (:func:`segment_runs`), stratified by distance
+    (:func:`_matched`); seeded by ``seed`` and the prompt's token ids, so a prompt gets the same
+    draw in every job."""
+    segment, _ = _prompt_labels(annotation, n_prompt)
+    runs = segment_runs(annotation, n_prompt)
+    eligible = (np.arange(n_prompt) > 0) & (segment != TARGET)
     ids = ",".join(str(int(i)) for i in annotation.input_ids[:n_prompt])
     rng = np.random.default_rng([seed, prompts.stable_int(ids)])
     prompt = np.zeros_like(named.prompt)
     for query in np.flatnonzero(named.prompt.any(axis=1)):
-        pool = np.flatnonzero(eligible[:query] & ~named.prompt[query, :query])
-        prompt[query, _draw(rng, pool, int(named.prompt[query].sum()), f"query {query}")] = True
+        pool = np.flatnonzero(eligible[:query] & ~named.prompt[query, :query] & (runs[:query] != runs[query]))
+        prompt[query, _matched(rng, pool, np.flatnonzero(named.prompt[query]), query, f"query {query}")] = (
+            True
+        )
     continuation = np.zeros_like(named.continuation)
-    pool = np.flatnonzero(eligible & ~named.continuation)
-    continuation[_draw(rng, pool, int(named.continuation.sum()), "queries after the prompt")] = True
+    if named.continuation.any():
+        pool = np.flatnonzero(eligible & ~named.continuation)
+        blocked = np.flatnonzero(named.continuation)
+        continuation[_matched(rng, pool, blocked, n_prompt, "queries after the prompt")] = True
     return BlockedEdges(prompt, continuation)
 
 
-def blocked_edges(annotation: prompts.Annotation, n_prompt: int, variant: variants.Variant) -> BlockedEdges:
+def blocked_edges(
+    annotation: prompts.Annotation, n_prompt: int, variant: variants.Variant, seed: int | None = None
+) -> BlockedEdges:
     """The edges a knockout variant blocks in the prompt of ``annotation`` (its first ``n_prompt``
-    tokens) and in whatever follows it."""
+    tokens) and in whatever follows it; a control's with ``seed`` (default: its first)."""
     if not variant.knocks_out:
         raise ValueError(f"variant {variant.name!r} is not a knockout")
     named = named_edges(annotation, n_prompt, variant.edges)
     if not variant.control:
         return named
     try:
-        return control_edges(annotation, n_prompt, named, variant.seed)
+        return control_edges(annotation, n_prompt, named, variant.seed if seed is None else seed)
     except ValueError as exc:
         raise ValueError(f"variant {variant.name!r}: {exc}") from None
+
+
+def blocked_mass(maps: Sequence[np.ndarray], blocked: np.ndarray) -> float:
+    """The attention mass on the blocked keys (``blocked`` [query, key], the sequence's) in the maps
+    of a knockout's layers (each [head, query, key], of the model without the knockout), averaged
+    over layers, heads and the query rows that lose a key."""
+    rows = blocked.any(axis=1)
+    if not rows.any():
+        return 0.0
+    stacked = np.stack([np.asarray(m, dtype=np.float64)[:, rows] for m in maps])  # [layer, head, row, key]
+    return float((stacked * blocked[rows]).sum(axis=-1).mean())
+
+
+def layer_maps(model: PreTrainedModel, ids: Sequence[int], layers: Iterable[int]) -> list[np.ndarray]:
+    """The attention maps [head, query, key] of ``layers`` in one forward pass over ``ids``, on one
+    torch thread (as :func:`clue_logprobs`)."""
+    wanted, maps = set(layers), {}
+
+    def keep(layer: int, weights: torch.Tensor) -> None:
+        if layer in wanted:
+            maps[layer] = weights.double().cpu().numpy()
+
+    device = next(model.parameters()).device
+    with torch.inference_mode(), models.torch_threads(1), capture.capture(model, keep):
+        model(input_ids=torch.tensor([list(ids)], device=device))
+    return [maps[layer] for layer in sorted(wanted)]
 
 
 class Knockout:
@@ -304,6 +375,27 @@ def clue_logprobs(
     return out
 
 
+CLUES = {"": "the trained model's greedy clue", "reference_": "the reference clue"}
+"""The clues a knockout job scores under teacher forcing, by the prefix of their columns."""
+
+
+def _scores(prefix: str, before: np.ndarray, after: np.ndarray) -> dict[str, float]:
+    """One clue's columns: its log-probability without and with the knockout, their differences."""
+    return {
+        f"{prefix}n_clue_tokens": len(before), f"{prefix}logprob_trained": before.sum(),
+        f"{prefix}logprob_knockout": after.sum(), f"{prefix}delta_total": after.sum() - before.sum(),
+        f"{prefix}delta_token": float(np.mean(after - before)),
+    }  # fmt: skip
+
+
+def reference_ids(tokenizer: PreTrainedTokenizerBase, fmt: prompts.PromptFormat, clue: object) -> list[int]:
+    """The tokens of a reference clue as the shots' answers show it (``shot_assistant``); none when
+    the clue file has no clue for the target."""
+    if not isinstance(clue, str) or not clue:
+        return []
+    return tokenizer.encode(fmt.shot_assistant.format(clue=clue), add_special_tokens=False)
+
+
 def prompt_effects(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -314,49 +406,77 @@ def prompt_effects(
     max_new_tokens: int = 32,
     clean_up: str = "attnscope",
 ) -> pd.DataFrame:
-    """Per prompt, what the knockout ``variant`` does to the trained model's clue (its rows of
-    ``trained_clues``, by ``prompt_index``): the clue's log-probability under teacher forcing
-    without and with the knockout (``logprob_trained``, ``logprob_knockout``: sums over its
-    ``n_clue_tokens`` generated tokens) and their differences (``delta_total``, ``delta_token``:
-    the mean per token); with ``greedy``, the knocked-out greedy clue (``clue``) and its
+    """Per prompt (and per seed of a control, ``seed``), what the knockout ``variant`` does: for the
+    trained model's greedy clue (its rows of ``trained_clues``, by ``prompt_index``) and for the
+    reference clue (its ``reference_clue``, as the shots show a clue; NaN where there is none; the
+    columns of :data:`CLUES`' prefix) the log-probability under teacher forcing without and with
+    the knockout (``logprob_trained``, ``logprob_knockout``: sums over ``n_clue_tokens`` tokens)
+    and their differences (``delta_total``, ``delta_token``: the mean per token); the edges blocked
+    (``n_blocked``) and the attention mass the model without the knockout gives them in the
+    knockout's layers, over the prompt and the greedy clue (``blocked_mass``, :func:`blocked_mass`);
+    with ``greedy``, the knocked-out greedy clue (``clue``) and its
     :data:`attnscope.effects.GREEDY` scores against the trained clue (chrF as
     :func:`attnscope.generation.clue_table` scores it against a reference)."""
     parsed = variants.parse(variant)
+    seeds = parsed.seeds or (None,)
+    layers = layer_range(parsed)
     trained = trained_clues.set_index("prompt_index")
-    end_marker = prompts.table_format(prompt_table).end_marker
+    fmt = prompts.table_format(prompt_table)
     rows, generations = [], []
     all_ids = [[int(i) for i in ids] for ids in prompt_table["input_ids"]]
     blockers = [
-        applied(model, parsed, prompts.prompt_annotation(row), len(ids))
+        [
+            Knockout(model, blocked_edges(prompts.prompt_annotation(row), len(ids), parsed, seed), layers)
+            for seed in seeds
+        ]
         for (_, row), ids in zip(prompt_table.iterrows(), all_ids, strict=True)
     ]
-    firsts = [first_blocked_query(blocker.blocked) for blocker in blockers]
+    firsts = [min(first_blocked_query(b.blocked) for b in prompt) for prompt in blockers]
     # The prompts' common tokens before every first blocked query: run once for all of them.
     with models.torch_threads(1):
         prefix = generation.prefill_prefix(
             model, all_ids[0][: min(generation.shared_prefix_length(all_ids), *firsts)]
         )
-    for (_, row), prompt_ids, blocker, first in zip(prompt_table.iterrows(), all_ids, blockers, firsts):
-        clue_ids = [int(i) for i in trained.loc[row["prompt_index"], "generated_ids"]]
-        before, after = clue_logprobs(model, prompt_ids, clue_ids, [None, blocker], first, prefix)
-        rows.append(
-            {"n_clue_tokens": len(clue_ids), "logprob_trained": before.sum(), "logprob_knockout": after.sum(),
-             "delta_total": after.sum() - before.sum(), "delta_token": float(np.mean(after - before))}
-        )  # fmt: skip
-        if greedy:
-            with blocker:
-                generations += generation.generate(
-                    model, tokenizer, [prompt_ids], max_new_tokens, batch_size=1, progress=False,
-                    end_marker=end_marker, clean_up=clean_up,
-                )  # fmt: skip
-    table = prompt_table[["prompt_index", "prompt_id", "experiment", "target"]].reset_index(drop=True)
+    for (_, row), prompt_ids, knockouts, first in zip(prompt_table.iterrows(), all_ids, blockers, firsts):
+        clues = {
+            "": [int(i) for i in trained.loc[row["prompt_index"], "generated_ids"]],
+            "reference_": reference_ids(tokenizer, fmt, row["reference_clue"]),
+        }
+        scored = {
+            p: clue_logprobs(model, prompt_ids, ids, [None, *knockouts], first, prefix)
+            for p, ids in clues.items()
+            if ids
+        }
+        sequence = prompt_ids + clues[""]
+        maps = layer_maps(model, sequence, layers)
+        for i, (seed, blocker) in enumerate(zip(seeds, knockouts)):
+            dense = blocker.blocked.dense(len(sequence))
+            found = {"seed": seed, "n_blocked": int(dense.sum()), "blocked_mass": blocked_mass(maps, dense)}
+            for p in CLUES:
+                found |= _scores(p, scored[p][0], scored[p][i + 1]) if p in scored else {}
+            rows.append(found)
+            if greedy:
+                with blocker:
+                    generations += generation.generate(
+                        model, tokenizer, [prompt_ids], max_new_tokens, batch_size=1, progress=False,
+                        end_marker=fmt.end_marker, clean_up=clean_up,
+                    )  # fmt: skip
+    table = (
+        prompt_table[["prompt_index", "prompt_id", "experiment", "target"]]
+        .loc[prompt_table.index.repeat(len(seeds))]
+        .reset_index(drop=True)
+    )
     table = pd.concat([table.assign(variant=variant), pd.DataFrame(rows)], axis=1)
+    table["seed"] = table["seed"].astype("Int64")
     if greedy:
         trained_clue = trained.loc[table["prompt_index"], "clue"].to_numpy()
-        scored = generation.clue_table(prompt_table.assign(reference_clue=trained_clue), generations)
+        scored_clues = generation.clue_table(
+            prompt_table.loc[prompt_table.index.repeat(len(seeds))].assign(reference_clue=trained_clue),
+            generations,
+        )
         table["trained_clue"] = trained_clue
-        table["clue"] = scored["clue"].to_numpy()
-        table["chrf"] = scored["chrf"].to_numpy()
+        table["clue"] = scored_clues["clue"].to_numpy()
+        table["chrf"] = scored_clues["chrf"].to_numpy()
         table["exact_match"] = (table["clue"] == table["trained_clue"]).astype(float)
-        table["end_marker"] = scored["format_ok"].astype(float).to_numpy()
+        table["end_marker"] = scored_clues["format_ok"].astype(float).to_numpy()
     return table

@@ -23,8 +23,9 @@ inclusive), e.g. ``qkscale-a2-L0-9``; without it they edit every layer.
 - ``knockout-{edges}-L{first}-{last}``: no weight edit; attention along an edge set blocked at
   run time in the layers first … last (:mod:`attnscope.knockout`, which names the edge sets),
   e.g. ``knockout-target-shotwords-L0-5``. ``knockout-control-{edges}-s{seed}-L{first}-{last}``
-  blocks a random edge set of the same size per query row, drawn with ``seed``. The layer range
-  is required and non-empty. :func:`knockout_plan` lists the knockouts that a config's
+  blocks the matched random control of the set (as many keys per query row, drawn with ``seed``);
+  ``-s{first}-{last}`` names the seeds first … last, run in one job. The layer range is required
+  and non-empty. :func:`knockout_plan` lists the knockouts that a config's
   ``knockout:`` makes (edge sets × layer windows).
 """
 
@@ -45,12 +46,13 @@ _NUMBER = r"(?:\d+(?:\.\d+)?|\.\d+)"
 _RANGE = r"-L(?P<first>\d+)-(?P<last>\d+)"
 _LAYERS = rf"(?:{_RANGE})?"
 # The edge sets of a knockout (attnscope.knockout builds them; kept here so names parse without torch).
+TARGET_SHOTS = "target-shots"
 TARGET_SHOTWORDS = "target-shotwords"
 TARGET_SHOTCLUES = "target-shotclues"
 TARGET_INSTRUCTION = "target-instruction"
 ACROSS_SHOTS = "across-shots"
 CLUE_OWNWORD = "clue-ownword"
-EDGE_SETS = (TARGET_SHOTWORDS, TARGET_SHOTCLUES, TARGET_INSTRUCTION, ACROSS_SHOTS, CLUE_OWNWORD)
+EDGE_SETS = (TARGET_SHOTS, TARGET_SHOTWORDS, TARGET_SHOTCLUES, TARGET_INSTRUCTION, ACROSS_SHOTS, CLUE_OWNWORD)
 _EDGES = "|".join(EDGE_SETS)
 PATTERNS = {
     "trained": re.compile(r"trained"),
@@ -59,7 +61,8 @@ PATTERNS = {
     "qktop": re.compile(rf"qktop-r(?P<rank>\d+)-a(?P<alpha>{_NUMBER}){_LAYERS}"),
     "qkflat": re.compile(rf"qkflat{_LAYERS}"),
     "knockout": re.compile(
-        rf"knockout-(?:(?P<edges>{_EDGES})|control-(?P<control>{_EDGES})-s(?P<seed>\d+)){_RANGE}"
+        rf"knockout-(?:(?P<edges>{_EDGES})|control-(?P<control>{_EDGES})-s(?P<seed>\d+)(?:-(?P<seed_last>\d+))?)"
+        rf"{_RANGE}"
     ),
 }
 # For the Snakefile's wildcard_constraints: the same forms, without named groups.
@@ -69,7 +72,8 @@ VARIANT_FORMS = (
     "qktop-r<r>-a<alpha> (e.g. qktop-r8-a2), qkflat; the last three optionally with a layer range "
     "-L<first>-<last> (e.g. qkscale-a2-L0-9); knockout-<edges>-L<first>-<last> (e.g. "
     "knockout-target-shotwords-L0-5) and its random control knockout-control-<edges>-s<seed>-L<first>-<last> "
-    f"(e.g. knockout-control-target-shotwords-s0-L0-5), <edges> one of {', '.join(EDGE_SETS)}"
+    "or, for the seeds first … last in one job, knockout-control-<edges>-s<first>-<last>-L<first>-<last> "
+    f"(e.g. knockout-control-target-shotwords-s0-4-L0-5), <edges> one of {', '.join(EDGE_SETS)}"
 )
 """The forms of a variant name, as the error for a name of none of them lists them."""
 
@@ -94,6 +98,8 @@ class Variant:
     layers: tuple[int, int] | None = None
     edges: str | None = None
     control: bool = False
+    seeds: tuple[int, ...] = ()
+    """A knockout control's seeds (one job draws each); ``seed`` is the first."""
 
     @property
     def edits_weights(self) -> bool:
@@ -130,6 +136,9 @@ def parse(name: str) -> Variant:
         if layers is not None and layers[0] > layers[1]:
             raise ValueError(f"variant {name!r}: layer range L{layers[0]}-{layers[1]} is empty")
         seed = int(groups["seed"]) if "seed" in groups else None
+        seeds = () if seed is None else tuple(range(seed, int(groups.get("seed_last", seed)) + 1))
+        if seed is not None and not seeds:
+            raise ValueError(f"variant {name!r}: seed range s{seed}-{groups['seed_last']} is empty")
         edges = groups.get("edges", groups.get("control"))
         return Variant(
             name,
@@ -140,6 +149,7 @@ def parse(name: str) -> Variant:
             layers=layers,
             edges=edges,
             control="control" in groups,
+            seeds=seeds,
         )
     if _NEGATIVE_ALPHA.fullmatch(name):
         raise ValueError(_ALPHA.format(name=name))
@@ -172,12 +182,16 @@ def windows(options: Mapping[str, Any], num_layers: int) -> list[tuple[int, int]
     return found
 
 
-def knockout_name(edges: str, seed: int, window: tuple[int, int]) -> str:
-    """The variant name of one ``knockout.edges`` entry (a control with ``seed``) in ``window``."""
+def knockout_name(edges: str, seeds: int, window: tuple[int, int]) -> str:
+    """The variant name of one ``knockout.edges`` entry in ``window``: a control draws ``seeds``
+    seeds, 0 … seeds − 1, in one job."""
     first, last = window
-    if edges.startswith(CONTROL_PREFIX):
-        return f"knockout-{edges}-s{seed}-L{first}-{last}"
-    return f"knockout-{edges}-L{first}-{last}"
+    if not edges.startswith(CONTROL_PREFIX):
+        return f"knockout-{edges}-L{first}-{last}"
+    if seeds < 1:
+        raise ValueError(f"knockout.control_seeds: {seeds}; a control needs at least one seed")
+    drawn = "s0" if seeds == 1 else f"s0-{seeds - 1}"
+    return f"knockout-{edges}-{drawn}-L{first}-{last}"
 
 
 def knockout_variants(options: Mapping[str, Any], num_layers: int) -> list[str]:
@@ -186,7 +200,7 @@ def knockout_variants(options: Mapping[str, Any], num_layers: int) -> list[str]:
         if edges not in EDGE_CHOICES:
             raise ValueError(f"knockout.edges[{i}]: {edges!r} is none of {', '.join(EDGE_CHOICES)}")
     return [
-        knockout_name(edges, options["control_seed"], window)
+        knockout_name(edges, options["control_seeds"], window)
         for edges in options["edges"]
         for window in windows(options, num_layers)
     ]

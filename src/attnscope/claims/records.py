@@ -69,10 +69,6 @@ class Thresholds:
     """mean share of a clue's word bigrams found in its prompt that counts as copying"""
     broken_share: float = 0.5
     """share of empty or unterminated clues that counts as 'empty or broken'"""
-    knockout_small: float = 0.1
-    """largest |Δ log-probability| per clue token (nats) of a knockout that 'hurts little': each
-    token of the trained clue keeps its probability within a factor e^±0.1 ≈ 1.1 (about ±10 %); an
-    equivalence margin, like ``resemblance``, chosen here (the thesis states no size)"""
     alpha: float = 0.05
     """false discovery rate of the per-layer tests (Benjamini–Hochberg)"""
 
@@ -115,6 +111,7 @@ QUANTITIES = {
     "self_mass": "self mass",
     "diagonal_share": "share of diagonally dominant rows",
     "chrf": "sentence chrF against the reference clues",
+    "delta_token": "Δ log-probability per token of the trained model's greedy clue",
 }
 """The evidence columns a contrast subtracts, in words."""
 BANDS = ("early", "middle", "late")
@@ -123,8 +120,9 @@ BANDS = ("early", "middle", "late")
 @dataclass(frozen=True)
 class Contrast:
     """What a row's estimate is: ``quantity`` (a column of the evidence) of ``minuend`` minus the same
-    of ``subtrahend``, each a variant of the attention or clue tables (``qkscale-a2``, ``trained``), a
-    layer band of the trained model (``late``) or a shot count (``k8``). The metric text is written from
+    of ``subtrahend``, each a variant of the attention, clue or knockout tables (``qkscale-a2``,
+    ``trained``, ``knockout-across-shots-L0-9``), a layer band of the trained model (``late``) or a
+    shot count (``k8``). The metric text is written from
     it and the estimate's sign follows it; the table stores it as ``quantity: minuend − subtrahend``."""
 
     quantity: str
@@ -133,7 +131,9 @@ class Contrast:
 
     @property
     def axis(self) -> str:
-        """What the two sides are: ``band``, ``k`` or ``variant``."""
+        """What the two sides are: ``band``, ``k``, ``knockout`` or ``variant``."""
+        if self.quantity == "delta_token":
+            return "knockout"
         if {self.minuend, self.subtrahend} <= set(BANDS):
             return "band"
         if all(re.fullmatch(r"k\d+", side) for side in (self.minuend, self.subtrahend)):

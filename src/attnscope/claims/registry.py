@@ -99,24 +99,30 @@ CLAIMS = (
     Claim(
         "built-from-shots",
         "8.2 (causal test)",
-        "The target's clue is built from the shots: blocking target → shot words hurts more than "
-        "blocking as many random edges",
-        "excess drop of the trained clue's log-probability per token (teacher forcing) when the target "
-        "and clue queries cannot see the shot words, over the random control, paired per prompt, per "
-        "layer window (the strongest shown)",
+        "The target's clue is built from the shots: blocking target → shots (their words and clues) "
+        "hurts more than blocking as many matched random edges",
+        "{contrast}: the excess drop over the matched control (as many keys per row, outside the set, "
+        "never the first token, the target word or the query's own segment, stratified by distance; its "
+        "seeds averaged), teacher forcing, paired per prompt, per layer window (the strongest shown); the "
+        "reference clue and the shot words alone beside it",
         "supported if in some window the interval > 0 and the sign-flip test (BH over windows) has "
         "p < {t.alpha:g}; contradicted if in every window it is ≤ 0",
         built_from_shots,
+        contrast=Contrast("delta_token", "control-target-shots", "target-shots"),
     ),
     Claim(
         "shots-within",
         "8.2 (causal test)",
-        "Shots are processed within themselves: blocking every edge to earlier shots hurts little",
-        "Δ log-probability per token of the trained clue (teacher forcing) when each shot's tokens "
-        "cannot see the earlier shots, per layer window (the largest |Δ| shown)",
-        "supported if every window's interval lies within ±{t.knockout_small:g} (equivalence); "
-        "contradicted if one lies wholly outside",
+        "Shots are processed within themselves: blocking every edge to earlier shots hurts little "
+        "(less than blocking target → shots)",
+        "{contrast}: each shot's tokens cannot see the earlier shots, against the reference effect of the "
+        "target and clue queries not seeing the shots, teacher forcing, paired per prompt, per layer "
+        "window (the smallest shown)",
+        "supported if in every window where the reference hurts (its interval < 0) the interval > 0, in "
+        "the others across-shots' own Δ interval reaches 0, and the reference hurts in some window; "
+        "contradicted if some window's interval < 0",
         within_shots,
+        contrast=Contrast("delta_token", "across-shots", "target-shots"),
     ),
     Claim(
         "value-domain",
