@@ -4,6 +4,7 @@ and edge set, with the 95 % intervals of :func:`attnscope.effects.effects_table`
 from __future__ import annotations
 
 import matplotlib as mpl
+import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -42,7 +43,7 @@ def plot_knockout_effects(table: pd.DataFrame, title: str) -> Figure:
                 ax.errorbar(
                     x,
                     mean,
-                    yerr=[mean - low, high - mean],
+                    yerr=np.vstack([mean - low, high - mean]),
                     color="#8c8c8c" if control else colors[edges],
                     ls="--" if control else "-",
                     marker="o",
