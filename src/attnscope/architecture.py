@@ -363,6 +363,21 @@ before the residual and its MLP reads ``pre_feedforward_layernorm``; OLMo 2 has 
 GPT-NeoX and GPT-2 have no gate (their spectra have no gate rows); Phi-3 fuses gate and up."""
 
 
+TINY_ALIASES = {"gemma3": "gemma3_text"}
+"""A tiny random spec's ``architecture`` names that are not a ``model_type`` (the config schema's)."""
+
+
+def tiny_architectures() -> list[str]:
+    """What a tiny random spec's ``architecture`` may name: every declared family (its ``model_type``)
+    and :data:`TINY_ALIASES` (the config schema's enum)."""
+    return sorted({*FAMILIES, *TINY_ALIASES})
+
+
+def model_type_of(name: str) -> str:
+    """The ``model_type`` of a tiny random spec's ``architecture``."""
+    return TINY_ALIASES.get(name, name)
+
+
 def family(config: PretrainedConfig) -> Family:
     """The declaration of ``config``'s family; a clear ``ValueError`` where there is none."""
     return declared(getattr(config, "model_type", None), type(config).__name__)
