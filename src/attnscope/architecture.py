@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedModel
 
 READS_NORM = ("q", "k", "v", "gate", "up")
-"""The matrices that read an RMSNorm's output: q, k, v the attention's input norm, gate and up the
+"""The matrices that read a norm's output: q, k, v the attention's input norm, gate and up the
 MLP's (o and down read the attention / MLP output)."""
 
 
@@ -104,11 +104,6 @@ class Family:
     def matrices(self) -> tuple[str, ...]:
         """The matrices of :data:`MATRIX_TYPES` this family has (no gate where its MLP is not gated)."""
         return tuple(m for m in MATRIX_TYPES if m != "gate" or self.gate is not None)
-
-    def reads_norm(self) -> tuple[str, ...]:
-        """The matrices of :data:`READS_NORM` this family has and whose norm it declares (none reads
-        one where q, k, v read the residual stream itself: OLMo 2)."""
-        return tuple(m for m in READS_NORM if m in self.matrices and self.norm_of(m) is not None)
 
     def projection(self, module: torch.nn.Module, matrix: str) -> torch.nn.Module:
         """The projection of ``matrix`` (q, k, v, o; gate, up, down) in its attention or MLP ``module``
