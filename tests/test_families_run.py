@@ -26,4 +26,4 @@ def test_the_families_example_runs_to_the_claims_across_models(tmp_path):
         assert set(table["matrix"]) == matrices and set(table["form"]) == {"raw", "folded"}
     for model in ("tiny-gpt2", "tiny-pythia"):  # base models: the plain few-shot format
         text = pd.read_parquet(results / "prompts" / model / "animals-k2.parquet")["text"].iloc[0]
-        assert "<|im_start|>" not in text and "Word: " in text
+        assert "<|im_end|>" not in text and text.endswith("\nClue:")
