@@ -5,6 +5,7 @@ refused against the model's modules); the stages a family cannot take yet refuse
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import sys
@@ -15,6 +16,7 @@ import pytest
 import torch
 from transformers import (
     AutoModelForCausalLM,
+    DynamicCache,
     Gemma2Config,
     Gemma3TextConfig,
     GPT2Config,
@@ -509,3 +511,29 @@ def test_spectra_of_a_fused_family_are_those_of_its_unfused_slices():
         assert relative(llama(torch.tensor([IDS])).logits, phi3(torch.tensor([IDS])).logits) < 1e-5
     ours, theirs = (spectra.compute_spectra(m, init_std=0.02, threads=1).table for m in (phi3, llama))
     pd.testing.assert_frame_equal(ours, theirs)
+
+
+def cached_maps(model, blocked: knockout.BlockedEdges | None, split: int = 6) -> dict[int, torch.Tensor]:
+    """Layer → the maps of the queries after a cached prefix of ``split`` tokens, ``blocked`` in layer 1."""
+    cache, maps = DynamicCache(config=model.config), {}
+    with torch.inference_mode():
+        model(input_ids=torch.tensor([IDS[:split]]), cache=cache, use_cache=True)
+        with contextlib.ExitStack() as stack:
+            if blocked is not None:
+                stack.enter_context(knockout.Knockout(model, blocked, [1]))
+            stack.enter_context(capture.capture(model, maps.__setitem__, "eager"))
+            model(input_ids=torch.tensor([IDS[split:]]), cache=cache, use_cache=True)
+    return maps
+
+
+def test_a_knockout_blocks_its_edges_behind_a_kv_cache_in_every_family(family_model):
+    """The knockout finds the cache under the attention module's own keyword (GPT-NeoX's layer_past): the
+    queries after a cached prefix give key 2 no weight in layer 1, and layer 0 is as without it."""
+    _, model = family_model
+    n = len(IDS)
+    prompt = np.zeros((n, n), dtype=bool)
+    prompt[3:, 2] = True
+    before = cached_maps(model, None)
+    after = cached_maps(model, knockout.BlockedEdges(prompt, np.zeros(n, dtype=bool)))
+    assert (after[1][..., 2] == 0).all() and (before[1][..., 2] > 0).all()
+    torch.testing.assert_close(after[0], before[0])

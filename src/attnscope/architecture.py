@@ -90,6 +90,8 @@ class Family:
     positions: str = "rope"
     """``rope`` (rotary, over the config's ``partial_rotary_factor`` of head_dim where it has one) or
     ``learned`` (absolute position embeddings added to the input, GPT-2)."""
+    cache_kwarg: str = "cache"
+    """The keyword under which the attention module receives the KV cache (GPT-NeoX's ``layer_past``)."""
     parallel_residual: str | None = None
     """The config key that says whether attention and MLP read the same residual stream and add to it
     together (GPT-NeoX's ``use_parallel_residual``), or None: they run one after the other."""
@@ -336,6 +338,7 @@ FAMILIES: dict[str, Family] = {
         biases=("q", "k", "v", "o", "up", "down"),
         norm="layer",
         parallel_residual="use_parallel_residual",
+        cache_kwarg="layer_past",
     ),
     "gpt2": Family(
         layers="transformer.h",
