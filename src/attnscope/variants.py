@@ -6,7 +6,8 @@ The variant is named in every output path (the ``{variant}`` wildcard):
 - ``random-s{seed}``: same config, freshly initialised with the model's own init
   scheme under ``torch.manual_seed(seed)`` (the thesis's "initial randomized model").
 - ``qkscale-a{alpha}``: the attention logits scaled by alpha² (fig. 8.8, 8.9): every layer's
-  W_q and W_k multiplied by alpha, i.e. all their singular values scaled by alpha; on a
+  W_q and W_k (and their biases, where the family has them) multiplied by alpha, i.e. all their
+  singular values scaled by alpha; on a
   QK-norm model (Gemma 3: an RMSNorm on each head's q and k after W_q, W_k, which would
   cancel that scale) the gains that q_norm and k_norm apply are multiplied by alpha instead.
 - ``qktop-r{r}-a{alpha}``: only the top-r singular values of W_q and W_k scaled by
