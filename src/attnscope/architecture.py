@@ -18,14 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from attnscope.matrices import ATTENTION_TYPES
+from attnscope.matrices import ATTENTION_TYPES, MATRIX_TYPES
 
 if TYPE_CHECKING:
     import torch
     from transformers import PretrainedConfig, PreTrainedModel
 
 READS_NORM = ("q", "k", "v", "gate", "up")
-"""The matrices that read an RMSNorm's output: q, k, v the attention's input norm, gate and up the
+"""The matrices that read a norm's output: q, k, v the attention's input norm, gate and up the
 MLP's (o and down read the attention / MLP output)."""
 
 
@@ -47,12 +47,15 @@ class Family:
     k: str = "k_proj"
     v: str = "v_proj"
     o: str = "o_proj"
-    gate: str = "gate_proj"
+    gate: str | None = "gate_proj"
+    """The MLP's gate projection, or None: its MLP is not gated (GPT-2, GPT-NeoX: up, activation, down)."""
     up: str = "up_proj"
     down: str = "down_proj"
     qkv: str | None = None
     """A projection that computes queries, keys and values at once (Phi-3's ``qkv_proj``, GPT-NeoX's
     ``query_key_value``, GPT-2's ``c_attn``), or None: q, k, v are separate."""
+    gate_up: str | None = None
+    """A projection that computes the MLP's gate and up at once, [gate; up] (Phi-3's ``gate_up_proj``)."""
     qkv_order: tuple[str, str, str] = ("q", "k", "v")
     """The order of the fused projection's output slices."""
     qkv_per_head: bool = False
@@ -61,8 +64,9 @@ class Family:
     transposed: bool = False
     """Weights stored [in, out] (GPT-2's ``Conv1D``), not [out, in] (``nn.Linear``)."""
     biases: tuple[str, ...] = ()
-    """The attention projections (of q, k, v, o) that add a bias: the value norms take the biased value
-    W_V x + b_V, and a bilinear QK circuit misses the q, k biases' terms."""
+    """The matrices (of :data:`MATRIX_TYPES`) whose projections add a bias, the only biases the stages
+    read: the value norms take the biased value W_V x + b_V, qkscale scales the q, k biases, the
+    circuits take them as a last column, a LayerNorm's fold adds W·β to them."""
     norm: str = "rms"
     """``rms`` (RMSNorm: no centring, no bias) or ``layer`` (LayerNorm: centring, γ and β)."""
     input_norm: str | None = "input_layernorm"
@@ -86,21 +90,30 @@ class Family:
     positions: str = "rope"
     """``rope`` (rotary, over the config's ``partial_rotary_factor`` of head_dim where it has one) or
     ``learned`` (absolute position embeddings added to the input, GPT-2)."""
+    cache_kwarg: str = "cache"
+    """The keyword under which the attention module receives the KV cache (GPT-NeoX's ``layer_past``)."""
     parallel_residual: str | None = None
     """The config key that says whether attention and MLP read the same residual stream and add to it
     together (GPT-NeoX's ``use_parallel_residual``), or None: they run one after the other."""
 
-    def norm_of(self, matrix: str) -> str:
-        """The block's norm that ``matrix`` (one of :data:`READS_NORM`) reads."""
+    def norm_of(self, matrix: str) -> str | None:
+        """The block's norm that ``matrix`` (one of :data:`READS_NORM`) reads (None: the residual stream)."""
         if matrix not in READS_NORM:
             raise ValueError(f"matrix {matrix!r} reads no RMSNorm (those that do: {', '.join(READS_NORM)})")
         return self.input_norm if matrix in ("q", "k", "v") else self.mlp_norm
 
+    @property
+    def matrices(self) -> tuple[str, ...]:
+        """The matrices of :data:`MATRIX_TYPES` this family has (no gate where its MLP is not gated)."""
+        return tuple(m for m in MATRIX_TYPES if m != "gate" or self.gate is not None)
+
     def projection(self, module: torch.nn.Module, matrix: str) -> torch.nn.Module:
         """The projection of ``matrix`` (q, k, v, o; gate, up, down) in its attention or MLP ``module``
-        (q, k and v of a fused family: the fused projection)."""
+        (q, k and v of a fused family: the fused projection; gate and up of a fused MLP: its one)."""
         if self.qkv is not None and matrix in ("q", "k", "v"):
             return getattr(module, self.qkv)
+        if self.gate_up is not None and matrix in ("gate", "up"):
+            return getattr(module, self.gate_up)
         return getattr(module, getattr(self, matrix))
 
     def matrix_module(self, block: torch.nn.Module, matrix: str) -> torch.nn.Module:
@@ -108,33 +121,69 @@ class Family:
         parent = self.attention if matrix in ATTENTION_TYPES else self.mlp
         return self.projection(getattr(block, parent), matrix)
 
-    def fused_rows(self, matrix: str, config: PretrainedConfig) -> torch.Tensor:
-        """The output rows of the fused projection that are ``matrix``'s (q, k or v), in head order."""
+    def fused_rows(self, matrix: str, config: PretrainedConfig) -> torch.Tensor | None:
+        """The output rows of ``matrix``'s projection that are ``matrix``'s, in head order, where the
+        projection is fused (q, k, v of ``qkv``; gate, up of ``gate_up``: [gate; up]), else None."""
         import torch
 
+        if self.gate_up is not None and matrix in ("gate", "up"):
+            size = config.intermediate_size
+            return torch.arange(size) + (size if matrix == "up" else 0)
+        if self.qkv is None or matrix not in ("q", "k", "v"):
+            return None
         n_heads, n_kv, head_dim = attention_shape(config)
         position = self.qkv_order.index(matrix)
         if self.qkv_per_head:  # [head, (q k v), head_dim]
-            return (torch.arange(n_heads)[:, None] * 3 + position) * head_dim + torch.arange(head_dim)
+            rows = (torch.arange(n_heads)[:, None] * 3 + position) * head_dim + torch.arange(head_dim)
+            return rows.reshape(-1)
         sizes = {"q": n_heads * head_dim, "k": n_kv * head_dim, "v": n_kv * head_dim}
         start = sum(sizes[m] for m in self.qkv_order[:position])
         return torch.arange(start, start + sizes[matrix])
 
-    def attention_weight(self, attn: torch.nn.Module, matrix: str, config: PretrainedConfig) -> torch.Tensor:
-        """W of ``matrix`` (q, k, v, o) as [out, in], from the attention module ``attn``: its own
-        projection, or its rows of the fused one; transposed where the family stores [in, out]."""
-        weight = self.projection(attn, matrix).weight
-        weight = weight.T if self.transposed else weight
-        if self.qkv is not None and matrix != "o":
-            weight = weight[self.fused_rows(matrix, config).reshape(-1).to(weight.device)]
-        return weight
+    def _stored(self, block: torch.nn.Module, matrix: str, name: str) -> torch.Tensor | None:
+        """The projection's ``weight`` as [out, in] (a view, transposed where stored [in, out]) or its
+        ``bias``; None where it has none."""
+        parameter = getattr(self.matrix_module(block, matrix), name, None)
+        if parameter is None or not (self.transposed and parameter.ndim == 2):
+            return parameter
+        return parameter.T
+
+    def parameter(
+        self, block: torch.nn.Module, matrix: str, config: PretrainedConfig, name: str = "weight"
+    ) -> torch.Tensor | None:
+        """The weight W [out, in] (``name`` ``weight``) or bias b [out] (``bias``; None where it has none)
+        of ``matrix`` in decoder ``block``: its projection's, or its rows of a fused one, transposed
+        where the family stores [in, out]. The one reader of a matrix's weights for every stage."""
+        if name == "bias" and matrix not in self.biases:
+            return None
+        stored = self._stored(block, matrix, name)
+        rows = self.fused_rows(matrix, config)
+        return stored if stored is None or rows is None else stored[rows.to(stored.device)]
+
+    def set_parameter(
+        self,
+        block: torch.nn.Module,
+        matrix: str,
+        config: PretrainedConfig,
+        value: torch.Tensor,
+        name: str = "weight",
+    ) -> None:
+        """Write ``value`` to what :meth:`parameter` reads (in place, into the stored projection)."""
+        stored = self._stored(block, matrix, name)
+        rows = self.fused_rows(matrix, config)
+        value = value.to(stored.dtype)
+        if rows is None:
+            stored.copy_(value)
+        else:
+            stored[rows.to(stored.device)] = value
 
     def value_states(self, output: torch.Tensor, config: PretrainedConfig) -> torch.Tensor:
         """The value states [token, kv_head, head_dim] in the output [..., token, out] of the value
         projection (:meth:`projection` of ``v``), its bias included."""
         _, n_kv, head_dim = attention_shape(config)
-        if self.qkv is not None:
-            output = output[..., self.fused_rows("v", config).reshape(-1).to(output.device)]
+        rows = self.fused_rows("v", config)
+        if rows is not None:
+            output = output[..., rows.to(output.device)]
         return output.reshape(-1, n_kv, head_dim)
 
     def qk_norms(self, attn: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module] | None:
@@ -184,10 +233,16 @@ class Family:
         if self.biases:
             notes.append(
                 f"biases on {', '.join(self.biases)}: the value norms take the biased values, qkscale scales "
-                "the q and k biases with W_q, W_k"
+                "the q and k biases with W_q, W_k (qktop and qkflat edit W's spectrum, the biases stay), the "
+                "circuits take each bias as a last column [W | b] acting on [x; 1], the spectra W alone"
             )
         if self.norm == "layer":
-            notes.append("LayerNorms (centring, a bias): the folded spectra and circuits refuse them")
+            notes.append(
+                "LayerNorms (centring, γ and β): a folded matrix is W·diag(γ)·(I − 11ᵀ/d), β joins its bias "
+                "(W β + b: the circuits' last column; the spectra are of the linear part)"
+            )
+        if self.input_norm is None:
+            notes.append("no pre-norms: q, k, v, the MLP read the residual stream (folded forms are raw)")
         if self.positions == "learned":
             notes.append("learned absolute positions (no RoPE): position enters with the input embeddings")
         if self.parallel_residual is not None and getattr(config, self.parallel_residual, False):
@@ -200,8 +255,8 @@ class Family:
         from torch import nn
 
         attn = getattr(block, self.attention)
-        for matrix in ("q", "k", "v", "o"):
-            has_bias = getattr(self.projection(attn, matrix), "bias", None) is not None
+        for matrix in self.matrices:
+            has_bias = getattr(self.matrix_module(block, matrix), "bias", None) is not None
             if has_bias != (matrix in self.biases):
                 kind = "a" if has_bias else "no"
                 return f"its {matrix} projection has {kind} bias (declared biases: {self.biases})"
@@ -218,20 +273,12 @@ class Family:
         return None
 
     def unsupported(self, stage: str) -> str | None:
-        """Why ``stage`` (one of :data:`STAGES`) cannot take this family yet, or None where it can."""
+        """Why ``stage`` (one of :data:`STAGES`) cannot take this family, or None where it can: every
+        weight stage reads :meth:`parameter`, so only the sdpa route refuses (a soft-cap)."""
         if stage not in STAGES:
             raise ValueError(f"unknown stage {stage!r}; expected one of {', '.join(STAGES)}")
-        if stage == "sdpa capture":
-            return "its attention logits are soft-capped (SDPA cannot)" if self.logit_softcap else None
-        if self.qkv is not None or self.transposed:
-            return "its projections are fused or stored [in, out]; this stage reads each nn.Linear's weight"
-        folds = stage in ("folded spectra", "circuits")
-        if folds and (self.mlp_norm is None or self.input_norm is None):
-            return "its projections read the residual stream without a pre-norm, whose gain this stage folds"
-        if folds and self.norm == "layer":
-            return "its LayerNorms centre and add a bias, which folding a gain into the weights leaves out"
-        if stage == "circuits" and {"q", "k"} & set(self.biases):
-            return "its queries and keys have biases, whose terms a bilinear QK circuit leaves out"
+        if stage == "sdpa capture" and self.logit_softcap:
+            return "its attention logits are soft-capped (SDPA cannot)"
         return None
 
 
@@ -278,30 +325,31 @@ FAMILIES: dict[str, Family] = {
         qk_norm_per_head=False,
         post_attention_norm="post_attention_layernorm",
     ),
-    "phi3": Family(qkv="qkv_proj", gate="gate_up_proj", up="gate_up_proj"),
+    "phi3": Family(qkv="qkv_proj", gate_up="gate_up_proj"),
     "gpt_neox": Family(
         layers="gpt_neox.layers",
         attention="attention",
         o="dense",
+        gate=None,
         up="dense_h_to_4h",
-        gate="dense_h_to_4h",
         down="dense_4h_to_h",
         qkv="query_key_value",
         qkv_per_head=True,
-        biases=("q", "k", "v", "o"),
+        biases=("q", "k", "v", "o", "up", "down"),
         norm="layer",
         parallel_residual="use_parallel_residual",
+        cache_kwarg="layer_past",
     ),
     "gpt2": Family(
         layers="transformer.h",
         attention="attn",
         o="c_proj",
+        gate=None,
         up="c_fc",
-        gate="c_fc",
         down="c_proj",
         qkv="c_attn",
         transposed=True,
-        biases=("q", "k", "v", "o"),
+        biases=("q", "k", "v", "o", "up", "down"),
         norm="layer",
         input_norm="ln_1",
         mlp_norm="ln_2",
@@ -309,9 +357,23 @@ FAMILIES: dict[str, Family] = {
     ),
 }
 """``model_type`` → its family. Gemma's ``post_attention_layernorm`` normalises the attention output
-before the residual and its MLP reads ``pre_feedforward_layernorm``; OLMo 2 has post-norms only. Where
-a family has no gate (GPT-NeoX, GPT-2) or fuses gate and up (Phi-3), gate and up name the same module
-(the weight stages refuse these families)."""
+before the residual and its MLP reads ``pre_feedforward_layernorm``; OLMo 2 has post-norms only.
+GPT-NeoX and GPT-2 have no gate (their spectra have no gate rows); Phi-3 fuses gate and up."""
+
+
+TINY_ALIASES = {"gemma3": "gemma3_text"}
+"""A tiny random spec's ``architecture`` names that are not a ``model_type`` (the config schema's)."""
+
+
+def tiny_architectures() -> list[str]:
+    """What a tiny random spec's ``architecture`` may name: every declared family (its ``model_type``)
+    and :data:`TINY_ALIASES` (the config schema's enum)."""
+    return sorted({*FAMILIES, *TINY_ALIASES})
+
+
+def model_type_of(name: str) -> str:
+    """The ``model_type`` of a tiny random spec's ``architecture``."""
+    return TINY_ALIASES.get(name, name)
 
 
 def family(config: PretrainedConfig) -> Family:

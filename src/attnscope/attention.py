@@ -248,7 +248,7 @@ def extract(
                 sink = shared.sink(group.add_layer)
                 cache = generation.batch_cache(shared.prefix, 1)
             with torch.inference_mode(), values, capture(model, sink, kernel):
-                model.model(
+                model.base_model(
                     input_ids=torch.tensor([ids[start:]], device=device),
                     cache=cache,
                     use_cache=cache is not None,

@@ -199,7 +199,7 @@ class ValueNorms(LayerHooks):
         self.modules = [self.decoder.projection(m, "v") for m in attention]
         self.grams = [
             output_grams(
-                self.decoder.attention_weight(m, "o", model.config),
+                self.decoder.parameter(block, "o", model.config),
                 num_heads,
                 head_dim,
                 self.decoder.output_gain(block),

@@ -156,7 +156,8 @@ def check_model_spec(name: str, spec: dict[str, Any]) -> None:
         gguf_assembler(spec, f"models.{name}")
     elif spec["source"] == "embedded":
         locate_gguf(spec, f"models.{name}")
-    tiny_gemma = spec["source"] == "tiny-random" and spec["architecture"] == "gemma3"
+    tiny = spec["source"] == "tiny-random"
+    tiny_gemma = tiny and architecture.model_type_of(spec["architecture"]) == "gemma3_text"
     if tiny_gemma and spec["sliding_window"] is None:
         raise ConfigError(
             f"models.{name}.sliding_window: required for architecture: gemma3 (the window of its "

@@ -11,6 +11,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from attnscope import architecture
 from attnscope.config import ConfigError
 
 
@@ -60,8 +61,11 @@ def check_yaml_file(path: str | Path) -> None:
 
 
 def load_schema(path: str | Path) -> dict[str, Any]:
+    """The schema, a tiny random model's ``architecture`` enum filled from the declared families."""
     with open(path, encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+        schema = yaml.safe_load(handle)
+    schema["definitions"]["model"]["properties"]["architecture"]["enum"] = architecture.tiny_architectures()
+    return schema
 
 
 def validate(config: dict[str, Any], schema_path: str | Path) -> None:

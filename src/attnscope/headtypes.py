@@ -140,7 +140,7 @@ def probe_scores(model: PreTrainedModel, probes: np.ndarray, bos: bool) -> np.nd
                 out[i, s, layer] = pattern_score(maps, pattern)
 
         with torch.inference_mode(), capture.capture(model, score):
-            model.model(input_ids=torch.as_tensor(ids[None], device=device))
+            model.base_model(input_ids=torch.as_tensor(ids[None], device=device))
     return out
 
 

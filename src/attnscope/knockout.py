@@ -251,6 +251,7 @@ class Knockout:
             raise ValueError(f"knockout layers {outside}: the model has layers 0-{len(modules) - 1}")
         self.modules = [modules[layer] for layer in self.layers]
         self.blocked = blocked
+        self.cache_kwarg = architecture.family(model.config).cache_kwarg
         self.handles: list[torch.utils.hooks.RemovableHandle] = []
 
     def __enter__(self) -> Knockout:
@@ -278,7 +279,7 @@ class Knockout:
         n_query = hidden.shape[1]
         position_ids = kwargs.get("position_ids")
         queries = position_ids[0] if position_ids is not None else torch.arange(n_query, device=hidden.device)
-        cache = kwargs.get("cache")
+        cache = kwargs.get(self.cache_kwarg)
         n_key, offset = (
             cache.get_mask_sizes(n_query, module.layer_idx)
             if cache is not None

@@ -36,9 +36,6 @@ from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
     AutoTokenizer,
-    Gemma3TextConfig,
-    LlamaConfig,
-    MistralConfig,
     PretrainedConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
@@ -170,15 +167,21 @@ def tiny_random_tokenizer(spec: dict[str, Any], workdir: Path) -> PreTrainedToke
     return AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
 
 
-TINY_CONFIG_CLASSES = {"llama": LlamaConfig, "mistral": MistralConfig, "gemma3": Gemma3TextConfig}
+def tiny_config_class(spec: dict[str, Any]) -> type[PretrainedConfig]:
+    """The config class of a tiny random spec's ``architecture`` (a declared family's ``model_type``,
+    :func:`attnscope.architecture.tiny_architectures`)."""
+    return AutoConfig.for_model(architecture.model_type_of(spec["architecture"])).__class__
 
 
 def tiny_random_settings(spec: dict[str, Any], tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
     """The config keys a tiny random spec sets (the rest are its config class's defaults).
 
-    Gemma 3: QK-norm, (1 + γ) RMSNorms, head_dim = hidden / heads, and sliding-window layers of
+    head_dim = hidden / heads where the family's config has a head_dim; KV heads where it has grouped-query
+    attention (a family without must have ``num_kv_heads`` = ``num_heads``); GPT-2's names (n_inner) are
+    its config's attribute map's. Gemma 3: QK-norm, (1 + γ) RMSNorms and sliding-window layers of
     ``spec['sliding_window']`` alternating with global ones (the last layer global, as in Gemma 3).
     """
+    defaults = tiny_config_class(spec)()
     settings = {
         "vocab_size": len(tokenizer),
         "hidden_size": spec["hidden_size"],
@@ -195,9 +198,19 @@ def tiny_random_settings(spec: dict[str, Any], tokenizer: PreTrainedTokenizerBas
         else tokenizer.eos_token_id,
         "tie_word_embeddings": False,
     }
-    if spec["architecture"] == "gemma3":
-        n = spec["num_layers"]
+    if hasattr(defaults, "head_dim"):
         settings["head_dim"] = spec["hidden_size"] // spec["num_heads"]
+    if not hasattr(defaults, "num_key_value_heads"):
+        if spec["num_kv_heads"] != spec["num_heads"]:
+            raise ValueError(
+                f"tiny-random {spec['architecture']}: no grouped-query attention; set num_kv_heads to "
+                f"num_heads ({spec['num_heads']})"
+            )
+        del settings["num_key_value_heads"]
+    if hasattr(defaults, "n_inner"):  # GPT-2 calls the MLP's width n_inner
+        settings["n_inner"] = settings.pop("intermediate_size")
+    if architecture.model_type_of(spec["architecture"]) == "gemma3_text":
+        n = spec["num_layers"]
         settings["sliding_window"] = spec["sliding_window"]
         settings["layer_types"] = [
             "full_attention" if (n - 1 - layer) % 2 == 0 else "sliding_attention" for layer in range(n)
@@ -206,9 +219,8 @@ def tiny_random_settings(spec: dict[str, Any], tokenizer: PreTrainedTokenizerBas
 
 
 def tiny_random_config(spec: dict[str, Any], tokenizer: PreTrainedTokenizerBase) -> PretrainedConfig:
-    """A small Llama, Mistral or Gemma 3 config (grouped-query attention) for tests."""
-    config_cls = TINY_CONFIG_CLASSES[spec["architecture"]]
-    return config_cls(**tiny_random_settings(spec, tokenizer), attn_implementation="eager")
+    """A small config of a declared family (grouped-query attention where it has it) for tests."""
+    return tiny_config_class(spec)(**tiny_random_settings(spec, tokenizer), attn_implementation="eager")
 
 
 def build_tiny_random(spec: dict[str, Any], workdir: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:

@@ -34,7 +34,7 @@ from threadpoolctl import threadpool_limits
 from torch import nn
 
 from attnscope.architecture import READS_NORM, attention_shape, decoder_layers, kv_head_index, require
-from attnscope.circuits import norm_scale
+from attnscope.circuits import centres, fold, norm_scale
 from attnscope.matrices import EMBEDDING_TYPES, MATRIX_FORMS, MATRIX_TYPES
 from attnscope.models import torch_threads
 from attnscope.shape import SHAPE_COLUMNS, shape_metrics
@@ -72,13 +72,15 @@ SPECTRA_COLUMNS = [
 @dataclass(frozen=True)
 class WeightGroup:
     """Same-shaped weight matrices of one type: ``weights[i]`` belongs to ``layers[i]``. A
-    ``folded`` group's matrices are ``weights[i]·diag(scales[i])`` (:mod:`attnscope.circuits`),
-    scaled when decomposed, so no folded copy of the model is held."""
+    ``folded`` group's matrices are ``weights[i]·diag(scales[i])``, centred where its norm is a
+    LayerNorm (``centred``; :func:`attnscope.circuits.fold`), folded when decomposed, so no folded
+    copy of the model is held."""
 
     matrix: str
     layers: tuple[int, ...]
     weights: tuple[torch.Tensor, ...]
     scales: tuple[torch.Tensor, ...] | None = None
+    centred: bool = False
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -93,7 +95,11 @@ class WeightGroup:
     def unit_scales(self) -> bool:
         """Whether the group is folded with every gain exactly one (a freshly initialised model): its
         matrices are then its raw ones bit for bit, and so are their shuffled copies (same seeds)."""
-        return self.scales is not None and all(bool((scale == 1).all()) for scale in self.scales)
+        return (
+            self.scales is not None
+            and not self.centred
+            and all(bool((scale == 1).all()) for scale in self.scales)
+        )
 
     @property
     def key(self) -> str:
@@ -107,7 +113,7 @@ class WeightGroup:
         with ``shuffle_seed``, its entries permuted (:func:`shuffle_entries`)."""
         weight = self.weights[i].to(device=device or self.weights[i].device, dtype=torch.float64)
         if self.scales is not None:
-            weight = weight * self.scales[i].to(weight.device)[None, :]
+            weight = fold(weight, self.scales[i], self.centred)
         if shuffle_seed is None:
             return weight
         return shuffle_entries(weight, entry_seed(shuffle_seed, self.matrix, self.layers[i]))
@@ -139,8 +145,10 @@ def weight_groups(
 ) -> list[WeightGroup]:
     """Every attention and MLP weight per layer, grouped by matrix type (detached, as stored).
 
-    With ``folded`` the matrices that read an RMSNorm (:data:`attnscope.architecture.READS_NORM`)
-    follow again in folded form. With ``include_embeddings`` the input embedding comes first
+    The matrices are the family's (:meth:`attnscope.architecture.Family.parameter`: a fused projection's
+    slices, [out, in]; no gate where the MLP has none). With ``folded`` the matrices of
+    :data:`attnscope.architecture.READS_NORM` follow again in folded form (those that read no norm,
+    OLMo 2's, with unit gains: their raw ones). With ``include_embeddings`` the input embedding comes first
     as layer -1 and an untied LM head last as layer ``num_layers``; a tied head is the
     embedding and is counted once.
     """
@@ -148,13 +156,14 @@ def weight_groups(
     layers = decoder_layers(model)
     indices = tuple(range(len(layers)))
     groups = []
-    for matrix in MATRIX_TYPES:
-        weights = tuple(decoder.matrix_module(layer, matrix).weight.detach() for layer in layers)
+    for matrix in decoder.matrices:
+        weights = tuple(decoder.parameter(layer, matrix, model.config).detach() for layer in layers)
         groups.append(WeightGroup(matrix, indices, weights))
     if folded:
         for group in [g for g in groups if g.matrix in READS_NORM]:
             scales = tuple(norm_scale(decoder, layer, group.matrix) for layer in layers)
-            groups.append(WeightGroup(group.matrix, indices, group.weights, scales))
+            centred = centres(decoder, group.matrix)
+            groups.append(WeightGroup(group.matrix, indices, group.weights, scales, centred))
     if include_embeddings:
         embed = model.get_input_embeddings().weight.detach()
         groups.insert(0, WeightGroup("embed", (-1,), (embed,)))
@@ -377,7 +386,7 @@ def compute_spectra(
     randomize: bool = True,
     seed: int = 0,
 ) -> Spectra:
-    """All weight spectra of ``model``, raw and (``folded``) RMSNorm-folded (see
+    """All weight spectra of ``model``, raw and (``folded``) norm-folded (see
     :func:`sigma2_groups` for the routes); with ``randomize``, also the spectra of the
     entry-shuffled matrices (permutations seeded from ``seed``) for the randomisation columns."""
     groups = weight_groups(model, include_embeddings, folded)
@@ -426,8 +435,8 @@ def base_alignment(model: nn.Module, init_std: float) -> pd.DataFrame:
     s2 = init_std**2
     rows = []
     for layer, block in enumerate(decoder_layers(model)):
-        wq = decoder.matrix_module(block, "q").weight.detach().to(torch.float64)
-        wk = decoder.matrix_module(block, "k").weight.detach().to(torch.float64)
+        wq = decoder.parameter(block, "q", model.config).detach().to(torch.float64)
+        wk = decoder.parameter(block, "k", model.config).detach().to(torch.float64)
         hidden = wq.shape[1]
         q = wq.reshape(n_heads, head_dim, hidden)
         k = wk.reshape(n_kv, head_dim, hidden)[kv_of.to(wk.device)]

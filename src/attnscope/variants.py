@@ -6,7 +6,8 @@ The variant is named in every output path (the ``{variant}`` wildcard):
 - ``random-s{seed}``: same config, freshly initialised with the model's own init
   scheme under ``torch.manual_seed(seed)`` (the thesis's "initial randomized model").
 - ``qkscale-a{alpha}``: the attention logits scaled by alpha² (fig. 8.8, 8.9): every layer's
-  W_q and W_k multiplied by alpha, i.e. all their singular values scaled by alpha; on a
+  W_q and W_k (and their biases, where the family has them) multiplied by alpha, i.e. all their
+  singular values scaled by alpha; on a
   QK-norm model (Gemma 3: an RMSNorm on each head's q and k after W_q, W_k, which would
   cancel that scale) the gains that q_norm and k_norm apply are multiplied by alpha instead.
 - ``qktop-r{r}-a{alpha}``: only the top-r singular values of W_q and W_k scaled by
@@ -250,8 +251,7 @@ def apply_edit(model: PreTrainedModel, variant: Variant) -> None:
     if not variant.edits_attention:
         return
     decoder = architecture.require(model.config, "weight edits")
-    modules = architecture.attention_modules(model)
-    check_layers(variant, len(modules))
+    check_layers(variant, model.config.num_hidden_layers)
     if variant.kind == "qktop" and decoder.qk_norm is not None:
         raise ValueError(
             f"variant {variant.name!r}: not defined for {model.config.model_type}, whose q_norm and k_norm "
@@ -260,32 +260,33 @@ def apply_edit(model: PreTrainedModel, variant: Variant) -> None:
             "gains) or qkflat"
         )
     with torch.no_grad():
-        for layer, attn in enumerate(modules):
+        for layer, block in enumerate(architecture.decoder_layers(model)):
             if not variant.edits_layer(layer):
                 continue
-            norms = decoder.qk_norms(attn)
+            norms = decoder.qk_norms(getattr(block, decoder.attention))
             if variant.kind == "qkscale" and norms is not None:
                 for norm in norms:
                     decoder.set_applied_gain(norm, decoder.applied_gain(norm) * variant.alpha)
                 continue
             for matrix in ("q", "k"):
-                edit_projection(decoder.projection(attn, matrix), variant)
+                weight = decoder.parameter(block, matrix, model.config)
+                decoder.set_parameter(block, matrix, model.config, edited(weight, variant))
+                bias = decoder.parameter(block, matrix, model.config, "bias")
+                if bias is not None and variant.kind == "qkscale":
+                    decoder.set_parameter(block, matrix, model.config, bias * variant.alpha, "bias")
 
 
-def edit_projection(proj: torch.nn.Linear, variant: Variant) -> None:
-    """Edit one projection's spectrum; ``qkscale`` also scales its bias (W x + b → α(W x + b))."""
+def edited(weight: torch.Tensor, variant: Variant) -> torch.Tensor:
+    """W [out, in] with its spectrum edited: ``qkscale`` αW (its bias is scaled with it: W x + b →
+    α(W x + b), so every logit term is α²); ``qktop`` the top-r singular values × α; ``qkflat`` every
+    singular value the RMS. qktop and qkflat keep the bias (it adds no singular values)."""
     import torch
 
     if variant.kind == "qkscale":
-        proj.weight.mul_(variant.alpha)
-        if proj.bias is not None:
-            proj.bias.mul_(variant.alpha)
-        return
-    weight = proj.weight.detach().to("cpu", torch.float64)
-    u, sigma, vh = torch.linalg.svd(weight, full_matrices=False)
+        return weight * variant.alpha
+    u, sigma, vh = torch.linalg.svd(weight.detach().to("cpu", torch.float64), full_matrices=False)
     if variant.kind == "qktop":
         sigma[: variant.rank] *= variant.alpha
     else:  # qkflat: every singular value becomes the RMS, so Σσ² (the Frobenius norm) is unchanged
         sigma = torch.full_like(sigma, float(sigma.square().mean().sqrt()))
-    edited = (u * sigma) @ vh
-    proj.weight.copy_(edited.to(proj.weight.dtype))
+    return ((u * sigma) @ vh).to(weight.device)
