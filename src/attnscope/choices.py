@@ -83,6 +83,9 @@ CHOICE_METRICS = (
     "boundary_drop",
     "placebo_drop",
     "permuted_drop",
+    "row_drop",
+    "row_placebo_previous",
+    "row_placebo_own",
     "small_mass",
     "small_share",
 )
@@ -96,6 +99,12 @@ SMALL_VALUE = 0.1
 PERMUTATION_SEED = 0
 """Seeds the random permutation of the shot tokens' labels (:func:`permuted_shots`), the same for
 every prompt and layer."""
+MIN_SIDE_KEYS = 3
+"""A row's jump at a cutoff (:func:`_row_jump`) is fitted where each side holds at least this many
+keys: a line per side and a residual."""
+FLOAT16_STEP = 2.0**-24
+"""The smallest positive float16: the log-linear fits of :func:`_row_jump` leave out values at or
+below it (the store rounds them to 0 or to this one step)."""
 CHUNK_VALUES = 1 << 22
 """The capture measures a prompt's layers in chunks of about this many map values, which
 bounds the float32 copies (16 MiB each) for long prompts of many layers."""
@@ -136,7 +145,8 @@ def _log_ratio(observed: np.ndarray, expected: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class TokenLabels:
     """What the metrics know of a prompt's tokens: their shot, their shot under the placebo
-    boundaries (:func:`placebo_shots`), and their segment as an integer code; ``drops`` keeps
+    boundaries (:func:`placebo_shots`), their segment as an integer code, whether they are words
+    (:data:`attnscope.store.WORD_SEGMENTS`); ``drops`` keeps
     the boundary drops of a measurement by its visible tokens, which choices share (``words``
     and ``words_renormalised`` see the same values as the model gave them)."""
 
@@ -144,6 +154,7 @@ class TokenLabels:
     placebo: np.ndarray
     permuted: np.ndarray
     kind: np.ndarray
+    word: np.ndarray
     drops: dict[bytes, dict[str, np.ndarray]] = field(default_factory=dict, compare=False)
 
     @classmethod
@@ -158,7 +169,8 @@ class TokenLabels:
                 place = t - tokens[0] if not len(content) or t < content[0] else t - content[-1] + 1000
                 kind[t] = f"{TEMPLATE}:{place}"
         codes = np.unique(kind.astype(str), return_inverse=True)[1].ravel()
-        return cls(shot, placebo_shots(shot), permuted_shots(shot), codes)
+        word = np.isin(np.asarray(token_segment), WORD_SEGMENTS)
+        return cls(shot, placebo_shots(shot), permuted_shots(shot), codes, word)
 
 
 def choice_metrics(
@@ -190,7 +202,12 @@ def _measure(
     """:func:`choice_metrics` from the maps as float32 and their x·log x."""
     keep = visible_tokens(choice, token_segment)
     kept = TokenLabels(
-        labels.shot[keep], labels.placebo[keep], labels.permuted[keep], labels.kind[keep], labels.drops
+        labels.shot[keep],
+        labels.placebo[keep],
+        labels.permuted[keep],
+        labels.kind[keep],
+        labels.word[keep],
+        labels.drops,
     )
     return _choice_metrics(
         _restrict(values32, keep),
@@ -328,6 +345,67 @@ def _boundary_drop(
     return log_ratio(own) - log_ratio(~own)
 
 
+ROW_DROPS = ("row_drop", "row_placebo_previous", "row_placebo_own")
+"""The within-row boundary drop and its placebo cutoffs (:func:`_row_drops`)."""
+
+
+def _row_jump(values: np.ndarray, distance: np.ndarray, kind: np.ndarray, near: np.ndarray) -> np.ndarray:
+    """[layer]: the jump of one query row's attention ``values`` [key, layer] at a cutoff between its
+    ``near`` keys and the farther rest: the least-squares fit log a = c + β·near + δ·distance +
+    γ_kind of the row, a decay with distance of the row's own sharpness, a term per key segment
+    (``kind``) and a step at the cutoff; β is the jump. Values at or below :data:`FLOAT16_STEP` are
+    left out (censored: their log is unknown). NaN where a side holds fewer than
+    :data:`MIN_SIDE_KEYS` keys or the segments confound the cutoff (a design not of full rank)."""
+    jump = np.full(values.shape[1], np.nan)
+    measured = values > FLOAT16_STEP
+    patterns, of_layer = np.unique(measured, axis=1, return_inverse=True)  # layers sharing their keys
+    for pattern, keys in enumerate(patterns.T):
+        side = near[keys]
+        if min(side.sum(), (~side).sum()) < MIN_SIDE_KEYS:
+            continue
+        segments = np.eye(kind.max() + 1)[kind[keys]]
+        design = np.column_stack(
+            [np.ones(len(side)), side, distance[keys], segments[:, segments.any(axis=0)][:, 1:]]
+        )
+        layers = of_layer.ravel() == pattern
+        coefficients, _, rank, _ = np.linalg.lstsq(design, np.log(values[keys][:, layers]), rcond=None)
+        if rank == design.shape[1]:
+            jump[layers] = coefficients[1]
+    return jump
+
+
+def _placebo_near(part: np.ndarray, position: np.ndarray, kind: np.ndarray) -> np.ndarray:
+    """The near side of a placebo cutoff among the keys of ``part``: those past the middle of the
+    positions of its most frequent segment (a shot's clue), so the cutoff falls inside a segment."""
+    if not part.any():
+        return part
+    inside = part & (kind == np.bincount(kind[part]).argmax())
+    return part & (position > (position[inside].min() + position[inside].max()) / 2)
+
+
+def _row_drops(b: np.ndarray, keep: np.ndarray, labels: TokenLabels) -> dict[str, np.ndarray]:
+    """:data:`ROW_DROPS` [layer] of the maps as the model gave them, ``b`` [layer, m, m]: the mean
+    over the word rows of shots ≥ 2 of :func:`_row_jump`, each row fitted on its earlier keys of its
+    own shot and the previous shot (log attention, the row's scale in its intercept): at the shot
+    boundary (near: the own shot's keys), and at placebo cutoffs inside a segment
+    (:func:`_placebo_near`) of the previous shot (its keys alone) and of the own shot (its keys
+    alone). A fit whose jump is not identified in a layer does not count there."""
+    shot, index = labels.shot, np.arange(len(keep))
+    jumps = []  # [row, drop, layer]
+    for i in np.flatnonzero(labels.word & (shot >= 2) & (index >= 1)):
+        keys = np.flatnonzero((index < i) & ((shot == shot[i]) | (shot == shot[i] - 1)))
+        own, position = shot[keys] == shot[i], keep[keys]
+        row, distance, kind = b[:, i, keys].T.astype(np.float64), keep[i] - position, labels.kind[keys]
+        fits = [
+            (own | ~own, own),
+            (~own, _placebo_near(~own, position, kind)),
+            (own, _placebo_near(own, position, kind)),
+        ]
+        jumps.append([_row_jump(row[p], distance[p], kind[p], near[p]) for p, near in fits])
+    values = np.asarray(jumps, dtype=np.float64).reshape(-1, len(ROW_DROPS), b.shape[0]).transpose(1, 2, 0)
+    return {name: _mean(np.nan_to_num(v), ~np.isnan(v)) for name, v in zip(ROW_DROPS, values)}
+
+
 def _shot_metrics(
     r: np.ndarray,
     b: np.ndarray,
@@ -356,10 +434,15 @@ def _shot_metrics(
             "permuted_drop": _boundary_drop(b, valid, keep, labels.permuted, labels.kind),
         }
         labels.drops[keep.tobytes()] = drops
+    keys = b"rows" + keep[shot >= 1].tobytes()  # the row drops read the shots' tokens alone
+    row_drops = labels.drops.get(keys)
+    if row_drops is None:
+        row_drops = labels.drops[keys] = _row_drops(b, keep, labels)
     return {
         "within_shot_mass": _mean(np.einsum("lqk,qk->lq", rows, own), q_valid),
         "across_shot_mass": _mean(np.einsum("lqk,qk->lq", rows, across), q_valid),
         **drops,
+        **row_drops,
     }
 
 
