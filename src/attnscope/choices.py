@@ -34,24 +34,42 @@ the values as stored, whose row sums are the visible masses m_i ≤ 1):
   0.1); ``small_mass``: the share of the visible *mass* carried by those values, which can
   fail: 0 for one-hot rows, 1 for uniform rows over ≥ 10 keys.
 
-``boundary_drop`` tests *within-shot > across-shot* against locality and segment
-preferences. Over the causal pairs from a query of shot ≥ 2 to a key of shot ≥ 1, a *cell* is
-a (distance pos(i) − pos(j) in the full prompt, query segment, key segment) triple (a shot's
-template tokens are told apart by their place: the label before the word, the end marker
-after the clue); the null E of a pair is the map's mean over the pairs of its cell. Over
-the cells that hold both an own-shot and an across-shot pair,
-``boundary_drop`` = log(O_own / E_own) − log(O_across / E_across), O the observed mass.
-Within a cell the null is the same for both, so a map that depends only on distance and
-segments scores 0 (a shot-word preference, pure locality), > 0 when attention drops at the
-shot boundaries, < 0 when it crosses them. Where no cell holds both (a prompt format whose
-shots keep own- and other-shot keys of the same segments at different distances) it is NaN:
-not identifiable. It is measured on the values as the model gave them under every choice
-(renormalising scales each row by its own visible mass, which a null built from pairs of
-different rows cannot match). Two placebos take the same statistic with fake shots: ``placebo_drop``
-with the shot boundaries moved to the middle of every shot (:func:`placebo_shots`), and
-``permuted_drop`` with the shot tokens' labels permuted at random (:func:`permuted_shots`: own
-and other shots then mix at every distance, so any map scores about 0); a real boundary effect
-exceeds both.
+``row_drop`` tests *within-shot > across-shot* inside one query row, the design of a
+regression discontinuity (Imbens & Lemieux 2008, "Regression discontinuity designs: a guide to
+practice", *J. Econometrics* 142: 615–635; placebo cutoffs, their sec. 7.3): each word row of a
+shot ≥ 2 is fitted on its earlier keys of its own and the previous shot (the values as the model
+gave them, values at or below :data:`FLOAT16_STEP` left out), log a_ij = c_i + β_i·own_j + δ_i·d_ij +
+γ_i,kind(j), d the distance in the full prompt: a decay of the row's own sharpness, a level per key
+segment (a shot's template tokens by their place), and a step β_i at the shot boundary. Own keys
+are nearer and sit past a segment change, so distance and segments are in the row's model; a
+decay whose sharpness depends on the query scores 0, since every row has its own δ and c.
+``row_drop`` is the mean of β_i over the rows (a row needs :data:`MIN_SIDE_KEYS` keys on each side
+and a cutoff its segments do not confound); ``row_placebo_previous`` and ``row_placebo_own`` are the
+same step at placebo cutoffs inside a segment where no boundary is (:func:`_placebo_near`: the
+middle of the previous shot's clue, fitted on its keys alone; the middle of the own shot's clue
+keys before the query, fitted on those alone). A step those show as well is a misfit of the decay
+(its curvature), not the shots.
+
+``boundary_drop``, the statistic the claim read before, pools pairs over rows: over the causal
+pairs from a query of shot ≥ 2 to a key of shot ≥ 1, a *cell* is a (distance pos(i) − pos(j) in
+the full prompt, query segment, key segment) triple (a shot's template tokens are told apart by
+their place: the label before the word, the end marker after the clue); the null E of a pair is
+the map's mean over the pairs of its cell. Over the cells that hold both an own-shot and an
+across-shot pair, ``boundary_drop`` = log(O_own / E_own) − log(O_across / E_across), O the
+observed mass. Within a cell the null is the same for both, so a map that depends only on
+distance and segments, the same way in every row, scores 0 (a shot-word preference, pure
+locality), > 0 when attention drops at the shot boundaries, < 0 when it crosses them. Where no
+cell holds both (a prompt format whose shots keep own- and other-shot keys of the same segments
+at different distances) it is NaN: not identifiable. It is measured on the values as the model
+gave them under every choice (renormalising scales each row by its own visible mass, which a
+null built from pairs of different rows cannot match). Two placebos take the same statistic
+with fake shots: ``placebo_drop`` with the shot boundaries moved to the middle of every shot
+(:func:`placebo_shots`), and ``permuted_drop`` with the shot tokens' labels permuted at random
+(:func:`permuted_shots`: own and other shots then mix at every distance, so any map scores
+about 0). Inside a cell its own-shot pairs come from queries late in their shot and its
+across-shot pairs from queries early in theirs, so a map without shots whose rows sharpen along
+a segment scores far above 0: it compares different rows (``tests/test_within_shot.py`` keeps
+that map as its regression test).
 
 The metrics are vectorised over a prompt's layers and computed in the capture
 (:mod:`attnscope.attention`) from the head-mean maps in memory, layers in chunks of

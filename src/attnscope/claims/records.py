@@ -75,9 +75,10 @@ class Thresholds:
     layer_share_contradicted: float = 0.5
     """share of heads at or below which an alignment claim is contradicted"""
     boundary_drop: float = 0.25
-    """log ratio by which own-shot keys beat other shots' keys against the null matched on distance,
-    query segment and key segment (:mod:`attnscope.choices`) that counts as attending within the
-    shot: e^0.25 ≈ 1.28×; maps that depend on distance and segments alone score 0"""
+    """log ratio by which a row's own-shot keys beat the previous shot's keys at the shot boundary, past
+    the row's decay with distance and its key segments (``row_drop``, :mod:`attnscope.choices`), that
+    counts as attending within the shot: e^0.25 ≈ 1.28×; maps that depend on distance and segments
+    alone score 0"""
     small_mass: float = 0.5
     """share of the attention mass carried by values ≤ 0.1 that counts as 'mostly in [0, 0.1]'"""
     weak_correlation: float = 0.3

@@ -88,11 +88,11 @@ CLAIMS = (
         "within-shot",
         "8.2",
         "Words attend within their own shot, not across shot boundaries",
-        "shot-boundary drop: log(observed / null) on own-shot keys minus the same on other shots' keys, "
-        "the null matched on query–key distance, query segment and key segment (0 for attention that "
-        "depends only on them), queries of shots 2..k",
-        "supported ≥ {t.boundary_drop:g} and above the drops at placebo boundaries and permuted shot labels; "
-        "contradicted ≤ 0",
+        "within-row drop at the shot boundary: per word row of shots 2..k, the step of log attention from "
+        "the previous shot's keys to the own shot's in a fit of the row on query–key distance and key "
+        "segment (0 for attention that depends only on them, however sharp each row), mean over rows",
+        "supported ≥ {t.boundary_drop:g} and above the jumps at placebo cutoffs inside the previous and the "
+        "own shot; contradicted ≤ 0 and below them",
         within_shot,
         VARY_MAPS,
     ),
