@@ -8,9 +8,10 @@ replaces is not, and that statistic passes a map without shots that this test do
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from attnscope import choices, claims
+from attnscope import choices, claims, store
 from attnscope.claims import attention
 from attnscope.evidence import Evidence
 from tests.helpers import k3_labels, map_choices, noisy_shot_maps, segment_positions, shot_labels
@@ -97,3 +98,36 @@ def test_a_layout_without_room_on_both_sides_is_not_measured():
     assert np.isnan(values[words, :, choices.CHOICE_METRICS.index("row_placebo_own")]).all()
     short = within_shot(decay_choices("boundary", "absolute position", clues=(1, 1, 1), seeds=(0,)))
     assert short.verdict == claims.NOT_MEASURED and "not identifiable" in short.measured
+
+
+def test_word_maps_are_the_summed_subword_pairs_and_their_rows_can_exceed_one():
+    """A two-token word after a one-token word: its second token's row is not dominant (0.1 against
+    0.9), its summed word row is (1.2 within the word against 0.8), and that row sums to 2."""
+    segment, shot = ["shot_clue", "shot_word", "shot_word"], np.array([1, 2, 2])
+    a = np.array([[1.0, 0, 0], [0.5, 0.5, 0], [0.3, 0.6, 0.1]])[None]
+    token_rows = choices.choice_metrics(a, segment, shot, "words")[0][0]
+    assert token_rows[choices.CHOICE_METRICS.index("diagonal_share")] == 0.5
+    sums = store.pool_words(a, store.word_membership_matrix([0, 1, 1], [0, 1]))
+    assert sums[0].sum(axis=1).tolist() == pytest.approx([1.0, 2.0])
+    values, n_queries = choices.word_sum_metrics(sums, ["shot_clue", "shot_word"], [1, 2], [0, 1])
+    got = dict(zip(choices.CHOICE_METRICS, values[0]))
+    assert n_queries[0] == 1  # the first word sees only itself
+    assert got["diagonal_share"] == 1.0 and got["self_mass"] == pytest.approx(1.2)
+    assert got["row_entropy"] == pytest.approx(-(0.4 * np.log(0.4) + 0.6 * np.log(0.6)) / np.log(2))
+    assert got["small_mass"] == pytest.approx(0.0, abs=1e-6)  # both summed values are above 0.1
+
+
+def test_each_attention_claim_reads_the_maps_its_sentence_describes():
+    """The headline of a claim about the word maps (Fig. 8.5) is ``word_sums``, of one about the token
+    maps (Fig. 8.4) ``words``; the other choices stay in the sensitivity table; the row quotes its
+    sentence."""
+    table = decay_choices("boundary", "absolute position", seeds=(0,))
+    word_rows = table[table["choice"] == claims.THESIS_CHOICE].assign(choice=choices.WORD_SUMS)
+    ev = Evidence("m", "animals-k3", choices=pd.concat([table, word_rows]))
+    headline, sensitivity = claims.evaluate(ev, bands=("thirds",))
+    row = headline.set_index("claim")
+    assert row.loc["within-shot", "setting"] == choices.WORD_SUMS
+    assert row.loc["early-diagonal", "setting"] == f"{choices.WORD_SUMS}, thirds"
+    assert row.loc["value-domain", "setting"] == claims.THESIS_CHOICE
+    assert row.loc["within-shot", "quote"].startswith("Generally, words do not attend across the boundaries")
+    assert set(sensitivity[sensitivity["claim"] == "within-shot"]["setting"]) == set(choices.TABLE_CHOICES)

@@ -82,6 +82,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -91,6 +92,13 @@ from attnscope.store import TEMPLATE, WEIGHTS, WORD_SEGMENTS, open_store, prompt
 
 CHOICES = ("words", "words_renormalised", "full", "no_sink")
 """The analysis choices, the thesis's first."""
+WORD_SUMS = "word_sums"
+"""The thesis's word maps (Fig. 8.5; ch. 8.2: "Token aggregation involves summing all individual
+pair-wise attention scores between all combinations of subword tokens to maintain the total sum so
+that only the attention scores for entire words are visualized"): the stored ``word_attn_sum``
+over the words of :data:`attnscope.store.WORD_SEGMENTS`, measured by :func:`word_sum_metrics`."""
+TABLE_CHOICES = (*CHOICES, WORD_SUMS)
+"""The choices of the choices table: the capture's, then the word maps."""
 RENORMALISED = frozenset({"words_renormalised", "no_sink"})
 """The choices whose rows are renormalised over their visible keys."""
 PARTIAL = frozenset({"words"})
@@ -291,6 +299,23 @@ def _choice_metrics(
     return np.stack([out[name] for name in CHOICE_METRICS], axis=1), valid.sum(axis=1)
 
 
+def word_sum_metrics(
+    sums: np.ndarray, word_segment: Sequence[str], word_shot: Sequence[int], word_position: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`choice_metrics` of one prompt's word maps [layer, query word, key word] (``word_attn_sum``
+    of the words of :data:`WORD_SEGMENTS`, their segments, shots and first tokens' positions). A
+    word row sums its subword rows' mass on the visible words, so it can exceed 1; it is read as
+    the thesis plotted it, as given: the entropy of its shape, diagonal dominance a_ww ≥ Σ_{v≠w} a_wv,
+    the self, within- and across-shot masses and ``small_mass`` (the share of the row's mass on
+    summed values ≤ 0.1) of the summed values; the row drops fit the word rows on the words'
+    distances (their first tokens')."""
+    sums = np.asarray(sums, dtype=np.float32)
+    labels = TokenLabels.of(word_segment, word_shot)
+    return _choice_metrics(
+        sums, xlogx(sums), np.asarray(word_position), labels, renormalise=False, partial=True
+    )
+
+
 def placebo_shots(token_shot: Sequence[int]) -> np.ndarray:
     """Shot labels with every boundary moved to the middle of a shot: the tokens of shots ≥ 1
     (token positions of the full prompt) are relabelled 1..k + 1 at the midpoints between the
@@ -471,20 +496,38 @@ def stored_choices(maps: np.ndarray, token_segment: Sequence[str], token_shot: S
     return np.concatenate([n_queries[:, :, None].astype(np.float64), values], axis=2).transpose(1, 0, 2)
 
 
+def word_sum_choices(group: Any, weighting: str = WEIGHTS) -> np.ndarray:
+    """:func:`word_sum_metrics` of a prompt group's stored word maps as one more choice of its
+    ``choices`` array: [layer, 1, :data:`STORED`]."""
+    attrs, words = group.attrs, group.attrs["map_words"]
+    token_word = np.asarray(attrs["token_word"])
+    values, n_queries = word_sum_metrics(
+        group[weighted_array("word_attn_sum", weighting)][...],
+        [attrs["word_segment"][w] for w in words],
+        [attrs["word_shot"][w] for w in words],
+        [np.flatnonzero(token_word == w)[0] for w in words],
+    )
+    return np.concatenate([n_queries[:, None].astype(np.float64), values], axis=1)[:, None]
+
+
 def choices_table(path: str | os.PathLike, weighting: str = WEIGHTS) -> pd.DataFrame:
     """An attention store's head-mean maps under every analysis choice, assembled from each
-    prompt group's ``choices`` array (``value_choices`` for the value-weighted maps): one row
-    per prompt × layer × choice with the columns of :data:`COLUMNS`."""
+    prompt group's ``choices`` array (``value_choices`` for the value-weighted maps) and its word
+    maps (:data:`WORD_SUMS`): one row per prompt × layer × choice of :data:`TABLE_CHOICES` with the
+    columns of :data:`COLUMNS`."""
     frames = []
     for group in prompt_groups(open_store(path)):
-        attrs, stored = group.attrs, group[weighted_array("choices", weighting)][...]
+        attrs = group.attrs
+        stored = np.concatenate(
+            [group[weighted_array("choices", weighting)][...], word_sum_choices(group, weighting)], axis=1
+        )
         num_layers, num_choices = stored.shape[:2]
         frame = pd.DataFrame(stored[:, :, 1:].reshape(-1, len(CHOICE_METRICS)), columns=list(CHOICE_METRICS))
         frame.insert(0, "prompt_index", attrs["prompt_index"])
         frame.insert(1, "prompt_id", attrs["prompt_id"])
         frame.insert(2, "target", attrs["target"])
         frame.insert(3, "layer", np.repeat(np.arange(num_layers), num_choices))
-        frame.insert(4, "choice", np.tile(CHOICES, num_layers))
+        frame.insert(4, "choice", np.tile(TABLE_CHOICES, num_layers))
         frame.insert(5, "n_queries", stored[:, :, 0].ravel().astype(np.int64))
         frames.append(frame)
     return pd.concat(frames, ignore_index=True)

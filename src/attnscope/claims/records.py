@@ -24,6 +24,7 @@ COLUMNS = [
     "claim",
     "section",
     "statement",
+    "quote",
     "metric",
     "setting",
     "contrast",
@@ -226,6 +227,12 @@ class Claim:
     premise: str | None = None
     """The claim this one presupposes (late layers contract *again*: the middle ones dispersed); its
     verdict under the same setting bounds this one's (:func:`attnscope.claims.evaluation.given`)."""
+    quote: str = ""
+    """The thesis's sentence the claim tests, verbatim (" … " where a figure interrupts it)."""
+    reads: str | None = None
+    """The analysis choice of the maps that sentence describes, the headline's: the token maps of
+    Fig. 8.4 on the words (``words``) or the summed word maps of Fig. 8.5 (``word_sums``); the other
+    choices stay in the sensitivity table (``None``: the thesis's choice, ``words``)."""
 
 
 NAN_INTERVAL = Interval(float("nan"), float("nan"), float("nan"), 0, 0)
