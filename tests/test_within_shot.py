@@ -3,7 +3,8 @@
 distance whose sharpness depends on the query never reads *supported*, attention mostly across
 shots reads *not replicated*, a real drop at the boundary on top of any of them reads *supported*;
 it is identifiable on a layout like the default prompts, where the pooled-cell statistic it
-replaces is not, and that statistic passes a map without shots that this test does not."""
+replaces is not, and that statistic passes a map without shots that this test does not. The claims
+about words read the summed word maps (``word_sums``), whose rows can sum to more than 1."""
 
 from __future__ import annotations
 
