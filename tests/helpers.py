@@ -259,16 +259,28 @@ def row_stochastic(weights: np.ndarray) -> np.ndarray:
     return w / w.sum(axis=1, keepdims=True)
 
 
-def locality(n: int, tau: float) -> np.ndarray:
+def locality(n: int, tau: float | np.ndarray) -> np.ndarray:
+    """Weights exp(−(i − j)/τ) of every query i and key j ≤ i; ``tau`` one scale or one per query."""
     distance = np.arange(n)[:, None] - np.arange(n)[None, :]
-    return np.exp(-np.clip(distance, 0, None) / tau)
+    return np.exp(-np.clip(distance, 0, None) / np.reshape(tau, (-1, 1)))
 
 
-def shot_maps(segment: list[str], shot: np.ndarray) -> dict[str, np.ndarray]:
-    """Maps built to have, or to lack, attention within shots: pure locality; locality with
-    across-shot keys × 0.2 (a real boundary); every shot word × 3, whichever shot it is in (a
-    shot-blind segment preference); across-shot keys × 5 (attention mostly across shots)."""
-    weights = locality(len(segment), tau=8.0)
+def segment_positions(segment: list[str]) -> np.ndarray:
+    """Each token's place in its run of one segment (0 for the run's first token)."""
+    starts = np.flatnonzero(np.r_[True, np.asarray(segment[1:]) != np.asarray(segment[:-1])])
+    return (
+        np.arange(len(segment)) - starts[np.searchsorted(starts, np.arange(len(segment)), side="right") - 1]
+    )
+
+
+def shot_maps(
+    segment: list[str], shot: np.ndarray, weights: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
+    """Maps built to have, or to lack, attention within shots on top of a decay with distance
+    (``weights``; default exp(−distance/8)): the decay alone; across-shot keys × 0.2 (a real
+    boundary); every shot word × 3, whichever shot it is in (a shot-blind segment preference);
+    across-shot keys × 5 (attention mostly across shots)."""
+    weights = locality(len(segment), tau=8.0) if weights is None else weights
     across = (shot[:, None] >= 1) & (shot[None, :] >= 1) & (shot[:, None] != shot[None, :])
     word = np.array(segment) == "shot_word"
     return {
@@ -280,6 +292,47 @@ def shot_maps(segment: list[str], shot: np.ndarray) -> dict[str, np.ndarray]:
             "across": np.where(across, 5.0 * weights, weights),
         }.items()
     }
+
+
+def noisy_shot_maps(name: str, labels=shot_labels, tau=None, layers: int = 3):
+    """One of :func:`shot_maps` on the token ``labels``, ``layers`` layers per prompt, each with its
+    own multiplicative noise, so that intervals have a width; ``tau(segment, rng)`` gives each
+    query's decay scale, drawn per prompt (default: 8 for every query)."""
+    segment, shot = labels()
+
+    def maps(rng: np.random.Generator) -> np.ndarray:
+        weights = locality(len(segment), 8.0 if tau is None else tau(segment, rng))
+        base = shot_maps(segment, shot, weights)[name]
+        return np.stack([row_stochastic(base * rng.lognormal(0, 0.3, base.shape)) for _ in range(layers)])
+
+    return maps
+
+
+def map_choices(
+    maps_of_prompt,
+    prompts: int = 12,
+    variant: str = "trained",
+    labels=k3_labels,
+    seeds: tuple[int, ...] = (0,),
+) -> pd.DataFrame:
+    """The choices table of synthetic maps: ``maps_of_prompt(rng)`` gives one prompt's maps
+    [layer, query, key] on the token ``labels`` (:func:`k3_labels`, :func:`shot_labels`), for
+    ``prompts`` targets under each shot draw of ``seeds``."""
+    segment, shot = labels()
+    rng = np.random.default_rng(0)
+    rows = []
+    for seed in seeds:
+        experiment = "animals-k3" if seed == seeds[0] else f"animals-k3-seed{seed}"
+        for prompt in range(prompts):
+            values, n_queries = choices.prompt_choices(maps_of_prompt(rng), segment, shot)
+            for c, choice in enumerate(choices.CHOICES):
+                for layer, row in enumerate(values[c]):
+                    rows.append(
+                        {"variant": variant, "experiment": experiment, "seed": seed, "prompt_index": prompt,
+                         "target": f"t{prompt}", "layer": layer, "choice": choice,
+                         "n_queries": n_queries[c, layer], **dict(zip(choices.CHOICE_METRICS, row))}
+                    )  # fmt: skip
+    return pd.DataFrame(rows)
 
 
 # --- knockout effects ---

@@ -571,8 +571,11 @@ def store_pass_tables(
         head_mean = group["head_mean"][...]
         attrs = group.attrs
         values, n_queries = choices.prompt_choices(head_mean, attrs["token_segment"], attrs["token_shot"])
+        word_sums = choices.word_sum_choices(group)[:, 0]  # from the stored word maps in both routes
+        values = np.concatenate([values, word_sums[None, :, 1:]])
+        n_queries = np.concatenate([n_queries, word_sums[None, :, 0]])
         for layer in range(head_mean.shape[0]):
-            for c, choice in enumerate(choices.CHOICES):
+            for c, choice in enumerate(choices.TABLE_CHOICES):
                 frames.append(
                     {"prompt_index": attrs["prompt_index"], "layer": layer, "choice": choice}
                     | {"n_queries": n_queries[c, layer]}

@@ -247,10 +247,11 @@ def test_table_layout(llama_store):  # noqa: F811 (the fixture imported above)
     path, _ = llama_store
     table = choices.choices_table(path)
     assert tuple(table.columns) == choices.COLUMNS
-    assert len(table) == 2 * 2 * 4
-    assert list(table["choice"][:4]) == list(choices.CHOICES)
-    assert list(table["layer"]) == [0] * 4 + [1] * 4 + [0] * 4 + [1] * 4
-    assert list(table["target"]) == ["Ant"] * 8 + ["Bee"] * 8
+    n = len(choices.TABLE_CHOICES)
+    assert len(table) == 2 * 2 * n
+    assert list(table["choice"][:n]) == list(choices.TABLE_CHOICES)
+    assert list(table["layer"]) == ([0] * n + [1] * n) * 2
+    assert list(table["target"]) == ["Ant"] * 2 * n + ["Bee"] * 2 * n
     assert table[list(choices.CHOICE_METRICS)].dtypes.eq(np.float64).all()
     assert table["n_queries"].dtype == np.int64
     row = table[(table["prompt_index"] == 1) & (table["layer"] == 1) & (table["choice"] == "words")]

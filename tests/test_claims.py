@@ -14,7 +14,7 @@ from attnscope import choices as attnscope_choices
 from attnscope import claims
 from attnscope.claims.attention import COSINE_STATEMENT
 from attnscope.evidence import Evidence, copy_share
-from tests.helpers import k3_labels, row_stochastic, shot_labels, shot_maps, synthetic
+from tests.helpers import k3_labels, map_choices, noisy_shot_maps, row_stochastic, shot_labels, synthetic
 
 LAYERS = 9  # thirds: 0-2 early, 3-5 middle, 6-8 late
 BASE = {
@@ -28,6 +28,9 @@ BASE = {
     "boundary_drop": 0.5,
     "placebo_drop": 0.0,
     "permuted_drop": 0.0,
+    "row_drop": 0.5,
+    "row_placebo_previous": 0.0,
+    "row_placebo_own": 0.0,
     "small_mass": 0.8,
     "small_share": 0.97,
     "cosine_pearson": 0.1,
@@ -157,38 +160,6 @@ def test_dispersion_and_contraction(entropy, middle, late):
     assert verdict(ev, "late-contracting") == late
 
 
-def map_choices(
-    maps_of_prompt, prompts: int = 12, variant: str = "trained", labels=k3_labels
-) -> pd.DataFrame:
-    """The choices table of synthetic maps: ``maps_of_prompt(rng)`` gives one prompt's maps
-    [layer, query, key] on the token ``labels`` of tests/helpers.py."""
-    segment, shot = labels()
-    rng = np.random.default_rng(0)
-    rows = []
-    for prompt in range(prompts):
-        values, n_queries = attnscope_choices.prompt_choices(maps_of_prompt(rng), segment, shot)
-        for c, choice in enumerate(attnscope_choices.CHOICES):
-            for layer, metrics in enumerate(values[c]):
-                rows.append(
-                    {"variant": variant, "experiment": "animals-k3", "seed": 0, "prompt_index": prompt,
-                     "target": f"t{prompt}", "layer": layer, "choice": choice,
-                     "n_queries": n_queries[c, layer], **dict(zip(attnscope_choices.CHOICE_METRICS, metrics))}
-                )  # fmt: skip
-    return pd.DataFrame(rows)
-
-
-def noisy_shot_maps(name: str):
-    """One of :func:`tests.helpers.shot_maps` on the long-clue labels, three layers per prompt,
-    each with its own multiplicative noise, so that intervals have a width."""
-    segment, shot = shot_labels()
-    base = shot_maps(segment, shot)[name]
-
-    def maps(rng: np.random.Generator) -> np.ndarray:
-        return np.stack([row_stochastic(base * rng.lognormal(0, 0.3, base.shape)) for _ in range(3)])
-
-    return maps
-
-
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
@@ -207,22 +178,16 @@ def test_within_shot_needs_a_boundary_that_shot_blind_maps_lack(name, expected):
         assert row["high"] < claims.Thresholds().boundary_drop
 
 
-def test_within_shot_is_not_measured_where_the_format_keeps_shots_apart():
-    ev = evidence(map_choices(lambda rng: shot_maps(*k3_labels())["boundary"][None]))
-    row = row_of(ev, "within-shot")
-    assert row["verdict"] == claims.NOT_MEASURED and "not identifiable" in row["measured"]
-
-
 def test_within_shot_from_constructed_drops():
-    assert verdict(evidence(choices(boundary_drop=0.5)), "within-shot") == claims.SUPPORTED
-    assert verdict(evidence(choices(boundary_drop=-0.1)), "within-shot") == NOT_REPLICATED
-    assert verdict(evidence(choices(boundary_drop=0.2, noise=0.1)), "within-shot") == claims.INCONCLUSIVE
-    # A drop the placebo boundaries give as well is no evidence of shots.
-    placebo = evidence(choices(boundary_drop=0.5, placebo_drop=0.5))
+    assert verdict(evidence(choices(row_drop=0.5)), "within-shot") == claims.SUPPORTED
+    assert verdict(evidence(choices(row_drop=-0.1)), "within-shot") == NOT_REPLICATED
+    assert verdict(evidence(choices(row_drop=0.2, noise=0.1)), "within-shot") == claims.INCONCLUSIVE
+    # A jump the placebo cutoffs inside the shots give as well is no evidence of shots.
+    placebo = evidence(choices(row_drop=0.5, row_placebo_previous=0.5))
     assert verdict(placebo, "within-shot") == claims.INCONCLUSIVE
-    permuted = evidence(choices(boundary_drop=0.5, permuted_drop=0.5))
-    assert verdict(permuted, "within-shot") == claims.INCONCLUSIVE
-    assert "minus the permuted labels' drop" in row_of(permuted, "within-shot")["measured"]
+    inside = evidence(choices(row_drop=0.5, row_placebo_own=0.5))
+    assert verdict(inside, "within-shot") == claims.INCONCLUSIVE
+    assert "minus the jump at a cutoff inside the own shot" in row_of(inside, "within-shot")["measured"]
 
 
 def test_targets_without_a_measured_layer_raise_no_warning():
@@ -230,7 +195,7 @@ def test_targets_without_a_measured_layer_raise_no_warning():
     cluster with nothing to average: NaN, not the warning for the mean of an empty slice."""
     table = choices()
     unmeasured = table["prompt_index"] < 5
-    table.loc[unmeasured, ["boundary_drop", "placebo_drop", "permuted_drop", "small_mass"]] = np.nan
+    table.loc[unmeasured, ["row_drop", "row_placebo_previous", "row_placebo_own", "small_mass"]] = np.nan
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         row = row_of(evidence(table), "within-shot")
@@ -705,9 +670,9 @@ ONE_ROW = {
         v: lambda v=v: evidence(choices(row_entropy=ENTROPY[v], **UNSEEDED)) for v in ENTROPY
     },
     "within-shot": {
-        S: lambda: evidence(choices(boundary_drop=0.5)),
-        NR: lambda: evidence(choices(boundary_drop=-0.1)),
-        IN: lambda: evidence(choices(boundary_drop=0.2, noise=0.1)),
+        S: lambda: evidence(choices(row_drop=0.5)),
+        NR: lambda: evidence(choices(row_drop=-0.1)),
+        IN: lambda: evidence(choices(row_drop=0.2, noise=0.1)),
     },
     "built-from-shots": {
         S: lambda: _knockout(**{**SHOTS_EQUAL, "shot0": -0.6}),  # hurts more in the first window

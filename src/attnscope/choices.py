@@ -34,24 +34,42 @@ the values as stored, whose row sums are the visible masses m_i ≤ 1):
   0.1); ``small_mass``: the share of the visible *mass* carried by those values, which can
   fail: 0 for one-hot rows, 1 for uniform rows over ≥ 10 keys.
 
-``boundary_drop`` tests *within-shot > across-shot* against locality and segment
-preferences. Over the causal pairs from a query of shot ≥ 2 to a key of shot ≥ 1, a *cell* is
-a (distance pos(i) − pos(j) in the full prompt, query segment, key segment) triple (a shot's
-template tokens are told apart by their place: the label before the word, the end marker
-after the clue); the null E of a pair is the map's mean over the pairs of its cell. Over
-the cells that hold both an own-shot and an across-shot pair,
-``boundary_drop`` = log(O_own / E_own) − log(O_across / E_across), O the observed mass.
-Within a cell the null is the same for both, so a map that depends only on distance and
-segments scores 0 (a shot-word preference, pure locality), > 0 when attention drops at the
-shot boundaries, < 0 when it crosses them. Where no cell holds both (a prompt format whose
-shots keep own- and other-shot keys of the same segments at different distances) it is NaN:
-not identifiable. It is measured on the values as the model gave them under every choice
-(renormalising scales each row by its own visible mass, which a null built from pairs of
-different rows cannot match). Two placebos take the same statistic with fake shots: ``placebo_drop``
-with the shot boundaries moved to the middle of every shot (:func:`placebo_shots`), and
-``permuted_drop`` with the shot tokens' labels permuted at random (:func:`permuted_shots`: own
-and other shots then mix at every distance, so any map scores about 0); a real boundary effect
-exceeds both.
+``row_drop`` tests *within-shot > across-shot* inside one query row, the design of a
+regression discontinuity (Imbens & Lemieux 2008, "Regression discontinuity designs: a guide to
+practice", *J. Econometrics* 142: 615–635; placebo cutoffs, their sec. 7.3): each word row of a
+shot ≥ 2 is fitted on its earlier keys of its own and the previous shot (the values as the model
+gave them, values at or below :data:`FLOAT16_STEP` left out), log a_ij = c_i + β_i·own_j + δ_i·d_ij +
+γ_i,kind(j), d the distance in the full prompt: a decay of the row's own sharpness, a level per key
+segment (a shot's template tokens by their place), and a step β_i at the shot boundary. Own keys
+are nearer and sit past a segment change, so distance and segments are in the row's model; a
+decay whose sharpness depends on the query scores 0, since every row has its own δ and c.
+``row_drop`` is the mean of β_i over the rows (a row needs :data:`MIN_SIDE_KEYS` keys on each side
+and a cutoff its segments do not confound); ``row_placebo_previous`` and ``row_placebo_own`` are the
+same step at placebo cutoffs inside a segment where no boundary is (:func:`_placebo_near`: the
+middle of the previous shot's clue, fitted on its keys alone; the middle of the own shot's clue
+keys before the query, fitted on those alone). A step those show as well is a misfit of the decay
+(its curvature), not the shots.
+
+``boundary_drop``, the statistic the claim read before, pools pairs over rows: over the causal
+pairs from a query of shot ≥ 2 to a key of shot ≥ 1, a *cell* is a (distance pos(i) − pos(j) in
+the full prompt, query segment, key segment) triple (a shot's template tokens are told apart by
+their place: the label before the word, the end marker after the clue); the null E of a pair is
+the map's mean over the pairs of its cell. Over the cells that hold both an own-shot and an
+across-shot pair, ``boundary_drop`` = log(O_own / E_own) − log(O_across / E_across), O the
+observed mass. Within a cell the null is the same for both, so a map that depends only on
+distance and segments, the same way in every row, scores 0 (a shot-word preference, pure
+locality), > 0 when attention drops at the shot boundaries, < 0 when it crosses them. Where no
+cell holds both (a prompt format whose shots keep own- and other-shot keys of the same segments
+at different distances) it is NaN: not identifiable. It is measured on the values as the model
+gave them under every choice (renormalising scales each row by its own visible mass, which a
+null built from pairs of different rows cannot match). Two placebos take the same statistic
+with fake shots: ``placebo_drop`` with the shot boundaries moved to the middle of every shot
+(:func:`placebo_shots`), and ``permuted_drop`` with the shot tokens' labels permuted at random
+(:func:`permuted_shots`: own and other shots then mix at every distance, so any map scores
+about 0). Inside a cell its own-shot pairs come from queries late in their shot and its
+across-shot pairs from queries early in theirs, so a map without shots whose rows sharpen along
+a segment scores far above 0: it compares different rows (``tests/test_within_shot.py`` keeps
+that map as its regression test).
 
 The metrics are vectorised over a prompt's layers and computed in the capture
 (:mod:`attnscope.attention`) from the head-mean maps in memory, layers in chunks of
@@ -64,6 +82,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -73,6 +92,13 @@ from attnscope.store import TEMPLATE, WEIGHTS, WORD_SEGMENTS, open_store, prompt
 
 CHOICES = ("words", "words_renormalised", "full", "no_sink")
 """The analysis choices, the thesis's first."""
+WORD_SUMS = "word_sums"
+"""The thesis's word maps (Fig. 8.5; ch. 8.2: "Token aggregation involves summing all individual
+pair-wise attention scores between all combinations of subword tokens to maintain the total sum so
+that only the attention scores for entire words are visualized"): the stored ``word_attn_sum``
+over the words of :data:`attnscope.store.WORD_SEGMENTS`, measured by :func:`word_sum_metrics`."""
+TABLE_CHOICES = (*CHOICES, WORD_SUMS)
+"""The choices of the choices table: the capture's, then the word maps."""
 RENORMALISED = frozenset({"words_renormalised", "no_sink"})
 """The choices whose rows are renormalised over their visible keys."""
 PARTIAL = frozenset({"words"})
@@ -83,6 +109,9 @@ CHOICE_METRICS = (
     "boundary_drop",
     "placebo_drop",
     "permuted_drop",
+    "row_drop",
+    "row_placebo_previous",
+    "row_placebo_own",
     "small_mass",
     "small_share",
 )
@@ -96,6 +125,12 @@ SMALL_VALUE = 0.1
 PERMUTATION_SEED = 0
 """Seeds the random permutation of the shot tokens' labels (:func:`permuted_shots`), the same for
 every prompt and layer."""
+MIN_SIDE_KEYS = 3
+"""A row's jump at a cutoff (:func:`_row_jump`) is fitted where each side holds at least this many
+keys: a line per side and a residual."""
+FLOAT16_STEP = 2.0**-24
+"""The smallest positive float16: the log-linear fits of :func:`_row_jump` leave out values at or
+below it (the store rounds them to 0 or to this one step)."""
 CHUNK_VALUES = 1 << 22
 """The capture measures a prompt's layers in chunks of about this many map values, which
 bounds the float32 copies (16 MiB each) for long prompts of many layers."""
@@ -136,7 +171,8 @@ def _log_ratio(observed: np.ndarray, expected: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class TokenLabels:
     """What the metrics know of a prompt's tokens: their shot, their shot under the placebo
-    boundaries (:func:`placebo_shots`), and their segment as an integer code; ``drops`` keeps
+    boundaries (:func:`placebo_shots`), their segment as an integer code, whether they are words
+    (:data:`attnscope.store.WORD_SEGMENTS`); ``drops`` keeps
     the boundary drops of a measurement by its visible tokens, which choices share (``words``
     and ``words_renormalised`` see the same values as the model gave them)."""
 
@@ -144,6 +180,7 @@ class TokenLabels:
     placebo: np.ndarray
     permuted: np.ndarray
     kind: np.ndarray
+    word: np.ndarray
     drops: dict[bytes, dict[str, np.ndarray]] = field(default_factory=dict, compare=False)
 
     @classmethod
@@ -158,7 +195,8 @@ class TokenLabels:
                 place = t - tokens[0] if not len(content) or t < content[0] else t - content[-1] + 1000
                 kind[t] = f"{TEMPLATE}:{place}"
         codes = np.unique(kind.astype(str), return_inverse=True)[1].ravel()
-        return cls(shot, placebo_shots(shot), permuted_shots(shot), codes)
+        word = np.isin(np.asarray(token_segment), WORD_SEGMENTS)
+        return cls(shot, placebo_shots(shot), permuted_shots(shot), codes, word)
 
 
 def choice_metrics(
@@ -190,7 +228,12 @@ def _measure(
     """:func:`choice_metrics` from the maps as float32 and their x·log x."""
     keep = visible_tokens(choice, token_segment)
     kept = TokenLabels(
-        labels.shot[keep], labels.placebo[keep], labels.permuted[keep], labels.kind[keep], labels.drops
+        labels.shot[keep],
+        labels.placebo[keep],
+        labels.permuted[keep],
+        labels.kind[keep],
+        labels.word[keep],
+        labels.drops,
     )
     return _choice_metrics(
         _restrict(values32, keep),
@@ -254,6 +297,23 @@ def _choice_metrics(
     if len(queries):
         out |= _shot_metrics(r, b, valid, keep, labels, queries)
     return np.stack([out[name] for name in CHOICE_METRICS], axis=1), valid.sum(axis=1)
+
+
+def word_sum_metrics(
+    sums: np.ndarray, word_segment: Sequence[str], word_shot: Sequence[int], word_position: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`choice_metrics` of one prompt's word maps [layer, query word, key word] (``word_attn_sum``
+    of the words of :data:`WORD_SEGMENTS`, their segments, shots and first tokens' positions). A
+    word row sums its subword rows' mass on the visible words, so it can exceed 1; it is read as
+    the thesis plotted it, as given: the entropy of its shape, diagonal dominance a_ww ≥ Σ_{v≠w} a_wv,
+    the self, within- and across-shot masses and ``small_mass`` (the share of the row's mass on
+    summed values ≤ 0.1) of the summed values; the row drops fit the word rows on the words'
+    distances (their first tokens')."""
+    sums = np.asarray(sums, dtype=np.float32)
+    labels = TokenLabels.of(word_segment, word_shot)
+    return _choice_metrics(
+        sums, xlogx(sums), np.asarray(word_position), labels, renormalise=False, partial=True
+    )
 
 
 def placebo_shots(token_shot: Sequence[int]) -> np.ndarray:
@@ -328,6 +388,67 @@ def _boundary_drop(
     return log_ratio(own) - log_ratio(~own)
 
 
+ROW_DROPS = ("row_drop", "row_placebo_previous", "row_placebo_own")
+"""The within-row boundary drop and its placebo cutoffs (:func:`_row_drops`)."""
+
+
+def _row_jump(values: np.ndarray, distance: np.ndarray, kind: np.ndarray, near: np.ndarray) -> np.ndarray:
+    """[layer]: the jump of one query row's attention ``values`` [key, layer] at a cutoff between its
+    ``near`` keys and the farther rest: the least-squares fit log a = c + β·near + δ·distance +
+    γ_kind of the row, a decay with distance of the row's own sharpness, a term per key segment
+    (``kind``) and a step at the cutoff; β is the jump. Values at or below :data:`FLOAT16_STEP` are
+    left out (censored: their log is unknown). NaN where a side holds fewer than
+    :data:`MIN_SIDE_KEYS` keys or the segments confound the cutoff (a design not of full rank)."""
+    jump = np.full(values.shape[1], np.nan)
+    measured = values > FLOAT16_STEP
+    patterns, of_layer = np.unique(measured, axis=1, return_inverse=True)  # layers sharing their keys
+    for pattern, keys in enumerate(patterns.T):
+        side = near[keys]
+        if min(side.sum(), (~side).sum()) < MIN_SIDE_KEYS:
+            continue
+        segments = np.eye(kind.max() + 1)[kind[keys]]
+        design = np.column_stack(
+            [np.ones(len(side)), side, distance[keys], segments[:, segments.any(axis=0)][:, 1:]]
+        )
+        layers = of_layer.ravel() == pattern
+        coefficients, _, rank, _ = np.linalg.lstsq(design, np.log(values[keys][:, layers]), rcond=None)
+        if rank == design.shape[1]:
+            jump[layers] = coefficients[1]
+    return jump
+
+
+def _placebo_near(part: np.ndarray, position: np.ndarray, kind: np.ndarray) -> np.ndarray:
+    """The near side of a placebo cutoff among the keys of ``part``: those past the middle of the
+    positions of its most frequent segment (a shot's clue), so the cutoff falls inside a segment."""
+    if not part.any():
+        return part
+    inside = part & (kind == np.bincount(kind[part]).argmax())
+    return part & (position > (position[inside].min() + position[inside].max()) / 2)
+
+
+def _row_drops(b: np.ndarray, keep: np.ndarray, labels: TokenLabels) -> dict[str, np.ndarray]:
+    """:data:`ROW_DROPS` [layer] of the maps as the model gave them, ``b`` [layer, m, m]: the mean
+    over the word rows of shots ≥ 2 of :func:`_row_jump`, each row fitted on its earlier keys of its
+    own shot and the previous shot (log attention, the row's scale in its intercept): at the shot
+    boundary (near: the own shot's keys), and at placebo cutoffs inside a segment
+    (:func:`_placebo_near`) of the previous shot (its keys alone) and of the own shot (its keys
+    alone). A fit whose jump is not identified in a layer does not count there."""
+    shot, index = labels.shot, np.arange(len(keep))
+    jumps = []  # [row, drop, layer]
+    for i in np.flatnonzero(labels.word & (shot >= 2) & (index >= 1)):
+        keys = np.flatnonzero((index < i) & ((shot == shot[i]) | (shot == shot[i] - 1)))
+        own, position = shot[keys] == shot[i], keep[keys]
+        row, distance, kind = b[:, i, keys].T.astype(np.float64), keep[i] - position, labels.kind[keys]
+        fits = [
+            (own | ~own, own),
+            (~own, _placebo_near(~own, position, kind)),
+            (own, _placebo_near(own, position, kind)),
+        ]
+        jumps.append([_row_jump(row[p], distance[p], kind[p], near[p]) for p, near in fits])
+    values = np.asarray(jumps, dtype=np.float64).reshape(-1, len(ROW_DROPS), b.shape[0]).transpose(1, 2, 0)
+    return {name: _mean(np.nan_to_num(v), ~np.isnan(v)) for name, v in zip(ROW_DROPS, values)}
+
+
 def _shot_metrics(
     r: np.ndarray,
     b: np.ndarray,
@@ -356,10 +477,15 @@ def _shot_metrics(
             "permuted_drop": _boundary_drop(b, valid, keep, labels.permuted, labels.kind),
         }
         labels.drops[keep.tobytes()] = drops
+    keys = b"rows" + keep[shot >= 1].tobytes()  # the row drops read the shots' tokens alone
+    row_drops = labels.drops.get(keys)
+    if row_drops is None:
+        row_drops = labels.drops[keys] = _row_drops(b, keep, labels)
     return {
         "within_shot_mass": _mean(np.einsum("lqk,qk->lq", rows, own), q_valid),
         "across_shot_mass": _mean(np.einsum("lqk,qk->lq", rows, across), q_valid),
         **drops,
+        **row_drops,
     }
 
 
@@ -370,20 +496,38 @@ def stored_choices(maps: np.ndarray, token_segment: Sequence[str], token_shot: S
     return np.concatenate([n_queries[:, :, None].astype(np.float64), values], axis=2).transpose(1, 0, 2)
 
 
+def word_sum_choices(group: Any, weighting: str = WEIGHTS) -> np.ndarray:
+    """:func:`word_sum_metrics` of a prompt group's stored word maps as one more choice of its
+    ``choices`` array: [layer, 1, :data:`STORED`]."""
+    attrs, words = group.attrs, group.attrs["map_words"]
+    token_word = np.asarray(attrs["token_word"])
+    values, n_queries = word_sum_metrics(
+        group[weighted_array("word_attn_sum", weighting)][...],
+        [attrs["word_segment"][w] for w in words],
+        [attrs["word_shot"][w] for w in words],
+        [np.flatnonzero(token_word == w)[0] for w in words],
+    )
+    return np.concatenate([n_queries[:, None].astype(np.float64), values], axis=1)[:, None]
+
+
 def choices_table(path: str | os.PathLike, weighting: str = WEIGHTS) -> pd.DataFrame:
     """An attention store's head-mean maps under every analysis choice, assembled from each
-    prompt group's ``choices`` array (``value_choices`` for the value-weighted maps): one row
-    per prompt × layer × choice with the columns of :data:`COLUMNS`."""
+    prompt group's ``choices`` array (``value_choices`` for the value-weighted maps) and its word
+    maps (:data:`WORD_SUMS`): one row per prompt × layer × choice of :data:`TABLE_CHOICES` with the
+    columns of :data:`COLUMNS`."""
     frames = []
     for group in prompt_groups(open_store(path)):
-        attrs, stored = group.attrs, group[weighted_array("choices", weighting)][...]
+        attrs = group.attrs
+        stored = np.concatenate(
+            [group[weighted_array("choices", weighting)][...], word_sum_choices(group, weighting)], axis=1
+        )
         num_layers, num_choices = stored.shape[:2]
         frame = pd.DataFrame(stored[:, :, 1:].reshape(-1, len(CHOICE_METRICS)), columns=list(CHOICE_METRICS))
         frame.insert(0, "prompt_index", attrs["prompt_index"])
         frame.insert(1, "prompt_id", attrs["prompt_id"])
         frame.insert(2, "target", attrs["target"])
         frame.insert(3, "layer", np.repeat(np.arange(num_layers), num_choices))
-        frame.insert(4, "choice", np.tile(CHOICES, num_layers))
+        frame.insert(4, "choice", np.tile(TABLE_CHOICES, num_layers))
         frame.insert(5, "n_queries", stored[:, :, 0].ravel().astype(np.int64))
         frames.append(frame)
     return pd.concat(frames, ignore_index=True)

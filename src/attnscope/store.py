@@ -33,7 +33,7 @@ SEGMENTS = (TEMPLATE, INSTRUCTION_SEGMENT, SHOT_WORD, SHOT_CLUE, TARGET, GENERAT
 # The segments made of words: word-level maps, plotted tokens and the value domain use these.
 WORD_SEGMENTS = (SHOT_WORD, SHOT_CLUE, TARGET, GENERATED)
 
-STORE_VERSION = 8
+STORE_VERSION = 9
 """The layout version a store records at its root (``store_version``); readers refuse others."""
 
 # The ``head`` (metrics tables) / ``map`` (stores) index of the head-mean map.

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from attnscope import stats
+from attnscope.choices import MIN_SIDE_KEYS
 from attnscope.claims.records import (
     Contrast,
     Result,
@@ -119,34 +120,51 @@ def entropy_step(later: str, earlier: str, sign: int) -> Callable[[Evidence, Thr
     return measure
 
 
+WITHIN_SHOT_COLUMNS = [
+    "row_drop",
+    "row_placebo_previous",
+    "row_placebo_own",
+    "within_shot_mass",
+    "across_shot_mass",
+]
+PLACEBOS = {1: "a cutoff inside the previous shot", 2: "a cutoff inside the own shot"}
+"""The within-shot claim's columns of the choices table, and its placebos by column."""
+
+
 def within_shot(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
-    """The shot-boundary drop: log(observed/null) on own-shot keys minus the same on other shots'
-    keys, the null matched on distance, query segment and key segment (:mod:`attnscope.choices`),
-    so locality and segment preferences score 0; it must also exceed the drop of both placebos
-    (boundaries moved to the middle of each shot; shot labels permuted)."""
-    columns = ["boundary_drop", "placebo_drop", "permuted_drop", "within_shot_mass", "across_shot_mass"]
-    table = prompt_table(ev.choices, ["trained"], columns, setting.choice)
-    if table is None:
+    """The within-row shot-boundary drop (:mod:`attnscope.choices`): per query row, the jump of log
+    attention at the row's shot boundary in a fit of a decay with distance and key-segment terms,
+    so the keys compared share the row and locality and segment preferences score 0. It is
+    supported (contradicted) only where it also lies above (below) the jumps at placebo cutoffs
+    inside the previous and the own shot: a jump those show as well is a misfit of the decay, not
+    the shots. Pooled over the shot draws; each draw's estimate is in the measured text."""
+    table = prompt_table(ev.choices, ["trained"], WITHIN_SHOT_COLUMNS, setting.choice)
+    if table is None or "row_drop" not in ev.choices:
         return not_measured("no trained attention metrics")
     layers = table.num_layers
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a layer where no prompt has a drop
-        means = np.nanmean(table.values, axis=0).reshape(len(columns), layers)
+        means = np.nanmean(table.values, axis=0).reshape(len(WITHIN_SHOT_COLUMNS), layers)
     masses = f"within-shot mass {np.nanmean(means[3]):.3g}, across-shot {np.nanmean(means[4]):.3g}"
     if np.isnan(table.values[:, :layers]).all():
         return not_measured(
-            "not identifiable under this choice: no query–key distance at which a query's own shot and "
-            f"another shot hold keys of the same segments (the prompt format keeps them apart); {masses}"
+            f"not identifiable under this choice: no query row with {MIN_SIDE_KEYS} keys on each side of its "
+            f"shot boundary that the key segments do not confound; {masses}"
         )
     interval = table.interval(lambda m: _layer_mean(m[..., 0, :]))
-    excess = [table.interval(lambda m, p=p: _layer_mean(m[..., 0, :] - m[..., p, :])) for p in (1, 2)]
+    excess = {p: table.interval(lambda m, p=p: _layer_mean(m[..., 0, :] - m[..., p, :])) for p in PLACEBOS}
     verdict = verdict_of(interval, th.boundary_drop, 0.0)
-    if verdict == SUPPORTED and not all(e.low > 0 for e in excess):
-        verdict = INCONCLUSIVE
+    if verdict == SUPPORTED and not all(e.low > 0 for e in excess.values()):
+        verdict = INCONCLUSIVE  # the placebo cutoffs jump as much: curvature of the decay, not shots
+    if verdict == CONTRADICTED and not all(e.high < 0 for e in excess.values()):
+        verdict = INCONCLUSIVE  # ... the other way
+    draws = "; ".join(
+        f"{name} {part.interval(lambda m: _layer_mean(m[..., 0, :]))}" for name, part in table.draws()
+    )
+    placebos = "; ".join(f"minus the jump at {PLACEBOS[p]} {e}" for p, e in excess.items())
     measured = (
-        f"shot-boundary drop (log ratio) {interval}, dropping in {int((means[0] > 0).sum())} of {layers} "
-        f"layers; minus the placebo boundaries' drop {excess[0]}; minus the permuted labels' drop "
-        f"{excess[1]}; {masses}"
+        f"within-row drop at the shot boundary (log ratio) {interval}, dropping in "
+        f"{int((means[0] > 0).sum())} of {layers} layers; per shot draw: {draws}; {placebos}; {masses}"
     )
     return Result(verdict, interval, measured, n_seeds=table.n_seeds)
 

@@ -28,9 +28,11 @@ from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED, SUPPORT
 
 
 def settings(claim: Claim, ev: Evidence, bands: Sequence[str | int]) -> list[Setting]:
-    """The settings ``claim`` is measured under; the first is the thesis's (the headline)."""
+    """The settings ``claim`` is measured under; the first reads the maps its sentence describes (the
+    headline: :attr:`Claim.reads`)."""
+    reads = claim.reads or THESIS_CHOICE
     present = list(dict.fromkeys(ev.choices["choice"])) if "choice" in ev.choices else []
-    choices = sorted(present, key=lambda c: c != THESIS_CHOICE) or [THESIS_CHOICE]
+    choices = sorted(present, key=lambda c: c != reads) or [reads]
     options = {
         "choice": choices,
         "band": list(bands),
@@ -214,6 +216,7 @@ def evaluate(
                 "claim": row.claim.claim,
                 "section": row.claim.section,
                 "statement": row.statement,
+                "quote": row.claim.quote,
                 "metric": _metric(row.claim, result, thresholds),
                 **_result_fields(row.claim, setting, result),
                 "measured": result.measured,

@@ -23,7 +23,7 @@ RESULT_COLUMNS = ("setting", "contrast", "estimate", "low", "high", "bounds", "n
 """What a row says of its result under one setting: the setting, the contrast its estimate is, the
 estimate with its interval, the bounds its verdict is read against and the draws behind it."""
 COLUMNS = [
-    *("model", "claim", "section", "statement", "metric"),
+    *("model", "claim", "section", "statement", "quote", "metric"),
     *RESULT_COLUMNS,
     *("measured", "threshold", "verdict", "robust", "value_weighted", "experiment", "variants"),
 ]
@@ -47,9 +47,10 @@ class Thresholds:
     layer_share_contradicted: float = 0.5
     """share of heads at or below which an alignment claim is contradicted"""
     boundary_drop: float = 0.25
-    """log ratio by which own-shot keys beat other shots' keys against the null matched on distance,
-    query segment and key segment (:mod:`attnscope.choices`) that counts as attending within the
-    shot: e^0.25 ≈ 1.28×; maps that depend on distance and segments alone score 0"""
+    """log ratio by which a row's own-shot keys beat the previous shot's keys at the shot boundary, past
+    the row's decay with distance and its key segments (``row_drop``, :mod:`attnscope.choices`), that
+    counts as attending within the shot: e^0.25 ≈ 1.28×; maps that depend on distance and segments
+    alone score 0"""
     small_mass: float = 0.5
     """share of the attention mass carried by values ≤ 0.1 that counts as 'mostly in [0, 0.1]'"""
     weak_correlation: float = 0.3
@@ -197,6 +198,12 @@ class Claim:
     premise: str | None = None
     """The claim this one presupposes (late layers contract *again*: the middle ones dispersed); its
     verdict under the same setting bounds this one's (:func:`attnscope.claims.evaluation.given`)."""
+    quote: str = ""
+    """The thesis's sentence the claim tests, verbatim (" … " where a figure interrupts it)."""
+    reads: str | None = None
+    """The analysis choice of the maps that sentence describes, the headline's: the token maps of
+    Fig. 8.4 on the words (``words``) or the summed word maps of Fig. 8.5 (``word_sums``); the other
+    choices stay in the sensitivity table (``None``: the thesis's choice, ``words``)."""
 
 
 NAN_INTERVAL = Interval(float("nan"), float("nan"), float("nan"), 0, 0)

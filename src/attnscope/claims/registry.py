@@ -4,6 +4,7 @@ analysis settings it is measured under."""
 
 from __future__ import annotations
 
+from attnscope.choices import WORD_SUMS
 from attnscope.claims.attention import (
     COSINE_STATEMENT,
     ablation,
@@ -19,6 +20,7 @@ from attnscope.claims.attention import (
 from attnscope.claims.clues import clue_claim, more_shots
 from attnscope.claims.knockout import built_from_shots, within_shots
 from attnscope.claims.records import Claim, Contrast
+from attnscope.claims.views import THESIS_CHOICE
 from attnscope.claims.weights import alignment_small, spectrum_rows
 
 
@@ -32,6 +34,48 @@ def ablation_bar(sign: int) -> str:
     )
 
 
+QUOTES = {
+    "early": (
+        "Initially, the first attention maps are nearly diagonal-dominant, followed by increasing "
+        "attention between terms at a fair distance, manifesting in the subdivided triangles."
+    ),
+    "late": (
+        "However, in the last layers, the attention patterns become sparser and resemble the "
+        "diagonal-dominant matrices from the lower layers, aligning with findings from BERT "
+        "interpretability research [8, 27, 20]."
+    ),
+    "shots": (
+        "Generally, words do not attend across the boundaries of different shots, indicating that "
+        "different training shots do not interfere with each other."
+    ),
+    "value": (
+        "Examining the value domain of the attention scores in the attention map on token level 8.4, we "
+        "see they range from $[0, 0.1]$."
+    ),
+    "cosine": (
+        "Comparing … the normalized cosine similarity scores between tokens with the attention scores of "
+        "chosen layers, I observed that the relationship between them is minimal; the model seems to "
+        "dominate similarity matching in a more complex manner than anticipated."
+    ),
+    "random": (
+        "As we can see, the experiential investigation supports that … supposition, even when RELU and "
+        "Layer Normalization are in effect, as the attention scores approach a uniform distribution."
+    ),
+    "up": (
+        "Upscaling causes the attention scores to become less balanced, converging to Dirac delta "
+        "measures, resulting in tokens predominantly attending to themselves."
+    ),
+    "down": (
+        "Conversely, downscaling leads to flattening the probability distribution; this effect is not as "
+        "strong as expected but still visible."
+    ),
+}
+"""The sentences of ch. 8 the attention claims test, verbatim: 8.2 "Evolving Attention Patterns" and
+"Linguistic Dependencies" (below Fig. 8.5, the word maps, "compare full pass A.2"), "Value Domain"
+(Fig. 8.4, token level), 8.3 (Fig. 8.6, token level), 8.4 (Fig. 8.7, drawn like 8.8–8.9), 8.5 (Fig.
+8.8–8.9, word level)."""
+TOKEN_MAPS, WORD_MAPS = THESIS_CHOICE, WORD_SUMS
+"""What a sentence's figure shows: Fig. 8.4's token maps (on the words) or Fig. 8.5's summed word maps."""
 VARY_MAPS = ("choice",)
 VARY_BANDS = ("choice", "band")
 VARY_FORMS = ("form", "scale_free")
@@ -48,6 +92,8 @@ CLAIMS = (
         "supported ≥ {t.dominant_share:.0%}; contradicted < {t.dominant_share:.0%}",
         early_diagonal,
         VARY_BANDS,
+        quote=QUOTES["early"],
+        reads=WORD_MAPS,
     ),
     Claim(
         "middle-dispersed",
@@ -58,6 +104,8 @@ CLAIMS = (
         entropy_step("middle", "early", +1),
         VARY_BANDS,
         Contrast("row_entropy", "middle", "early"),
+        quote=QUOTES["early"],
+        reads=WORD_MAPS,
     ),
     Claim(
         "late-contracting",
@@ -70,6 +118,8 @@ CLAIMS = (
         VARY_BANDS,
         Contrast("row_entropy", "late", "middle"),
         premise="middle-dispersed",
+        quote=QUOTES["late"],
+        reads=WORD_MAPS,
     ),
     Claim(
         "late-diagonal",
@@ -83,18 +133,22 @@ CLAIMS = (
         VARY_BANDS,
         Contrast("diagonal_share", "late", "early"),
         premise="early-diagonal",
+        quote=QUOTES["late"],
+        reads=WORD_MAPS,
     ),
     Claim(
         "within-shot",
         "8.2",
         "Words attend within their own shot, not across shot boundaries",
-        "shot-boundary drop: log(observed / null) on own-shot keys minus the same on other shots' keys, "
-        "the null matched on query–key distance, query segment and key segment (0 for attention that "
-        "depends only on them), queries of shots 2..k",
-        "supported ≥ {t.boundary_drop:g} and above the drops at placebo boundaries and permuted shot labels; "
-        "contradicted ≤ 0",
+        "within-row drop at the shot boundary: per word row of shots 2..k, the step of log attention from "
+        "the previous shot's keys to the own shot's in a fit of the row on query–key distance and key "
+        "segment (0 for attention that depends only on them, however sharp each row), mean over rows",
+        "supported ≥ {t.boundary_drop:g} and above the jumps at placebo cutoffs inside the previous and the "
+        "own shot; contradicted ≤ 0 and below them",
         within_shot,
         VARY_MAPS,
+        quote=QUOTES["shots"],
+        reads=WORD_MAPS,
     ),
     Claim(
         "built-from-shots",
@@ -133,6 +187,8 @@ CLAIMS = (
         "supported ≥ {t.small_mass:.0%}; contradicted < {t.small_mass:.0%}",
         value_domain,
         VARY_MAPS,
+        quote=QUOTES["value"],
+        reads=TOKEN_MAPS,
     ),
     Claim(
         "cosine-weak",
@@ -143,6 +199,8 @@ CLAIMS = (
         "supported < {t.weak_correlation:g}; contradicted ≥ {t.strong_correlation:g}",
         cosine_weak,
         VARY_MAPS,
+        quote=QUOTES["cosine"],
+        reads=TOKEN_MAPS,
     ),
     Claim(
         "random-uniform",
@@ -152,6 +210,8 @@ CLAIMS = (
         "supported ≥ {t.uniform_entropy:g}; contradicted < {t.uniform_entropy_contradicted:g}",
         random_uniform,
         VARY_MAPS,
+        quote=QUOTES["random"],
+        reads=WORD_MAPS,
     ),
     Claim(
         "alpha-up-entropy",
@@ -162,6 +222,8 @@ CLAIMS = (
         ablation("row_entropy", "up", -1),
         VARY_MAPS,
         Contrast("row_entropy", "qkscale-a2", "trained"),
+        quote=QUOTES["up"],
+        reads=WORD_MAPS,
     ),
     Claim(
         "alpha-up-self",
@@ -172,6 +234,8 @@ CLAIMS = (
         alpha_up_self,
         VARY_MAPS,
         Contrast("self_mass", "qkscale-a2", "trained"),
+        quote=QUOTES["up"],
+        reads=WORD_MAPS,
     ),
     Claim(
         "alpha-down-entropy",
@@ -182,6 +246,8 @@ CLAIMS = (
         ablation("row_entropy", "down", 1),
         VARY_MAPS,
         Contrast("row_entropy", "qkscale-a0.5", "trained"),
+        quote=QUOTES["down"],
+        reads=WORD_MAPS,
     ),
     Claim(
         "alpha-up-copies",

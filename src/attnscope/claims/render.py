@@ -108,6 +108,7 @@ def claims_markdown(table: pd.DataFrame, sensitivity: pd.DataFrame, header: Mapp
                 "verdict",
                 "robust",
                 "value_weighted",
+                "quote",
             ]
         ]
         parts.append(
@@ -117,6 +118,7 @@ def claims_markdown(table: pd.DataFrame, sensitivity: pd.DataFrame, header: Mapp
                         "estimate": "estimate [95 % CI or as noted]",
                         "n": "rests on",
                         "value_weighted": "on value-weighted maps",
+                        "quote": "the thesis's sentence",
                     }
                 )
             )

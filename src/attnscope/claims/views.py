@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -65,6 +65,24 @@ class PromptTable:
             return statistic(means.reshape(*means.shape[:-1], -1, layers))
 
         return stats.cluster_interval(self.values, self.targets, of_columns)
+
+    def draws(self) -> list[tuple[str, PromptTable]]:
+        """The table of each shot draw (experiment), in the table's order."""
+        experiments = self.index.get_level_values("experiment")
+        return [
+            (
+                name,
+                replace(
+                    self,
+                    values=self.values[rows],
+                    targets=self.targets[rows],
+                    n_seeds=1,
+                    index=self.index[rows],
+                ),
+            )
+            for name in dict.fromkeys(experiments)
+            for rows in [np.asarray(experiments == name)]
+        ]
 
 
 PROMPT_TARGET_KEYS = [*PROMPT_KEYS, "target"]
