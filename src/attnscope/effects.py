@@ -21,8 +21,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from attnscope import knockout, stats, variants
+from attnscope import stats, variants
 from attnscope.io import markdown_table
+from attnscope.variants import KNOCKOUT_CLUES
 
 PROMPT_KEYS = ["experiment", "prompt_index"]
 """The columns that name one prompt of a run: a knockout and its control are paired on them."""
@@ -88,7 +89,7 @@ def control_of(names: Sequence[str], variant: str) -> str | None:
 
 def vs_control(prefix: str = "") -> str:
     """The column of a named set's Δ minus its control's, for the clue of ``prefix``
-    (:data:`attnscope.knockout.CLUES`)."""
+    (:data:`attnscope.variants.KNOCKOUT_CLUES`)."""
     return f"{prefix}vs_control"
 
 
@@ -124,8 +125,8 @@ def control_comparison(rows: pd.DataFrame, edges: str, prefix: str = "", alpha: 
 
 
 EFFECT_COLUMNS = {
-    **{f"{p}delta_token": f"Δ log-probability per token, {clue}" for p, clue in knockout.CLUES.items()},
-    **{f"{p}delta_total": f"Δ log-probability, {clue}" for p, clue in knockout.CLUES.items()},
+    **{f"{p}delta_token": f"Δ log-probability per token, {clue}" for p, clue in KNOCKOUT_CLUES.items()},
+    **{f"{p}delta_total": f"Δ log-probability, {clue}" for p, clue in KNOCKOUT_CLUES.items()},
     "blocked_mass": "attention mass on the blocked edges (trained)",
 }
 
@@ -154,7 +155,7 @@ def effects_table(rows: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     )
     table = table.join(counts, on="variant")
     compared = None
-    for prefix in [p for p in knockout.CLUES if f"{p}delta_token" in columns]:
+    for prefix in [p for p in KNOCKOUT_CLUES if f"{p}delta_token" in columns]:
         frames = [control_comparison(rows, edges, prefix, alpha) for edges in dict.fromkeys(table["edges"])]
         frame = pd.concat([f for f in frames if len(f)] or frames[:1], ignore_index=True)
         compared = frame if compared is None else compared.merge(frame, on=["variant", "versus"], how="outer")
@@ -186,7 +187,7 @@ def effects_markdown(table: pd.DataFrame, title: str) -> str:
     shown = [c for c in [*EFFECT_COLUMNS, *GREEDY] if c in table]
     compared = {
         f"minus control, {clue}": vs_control(p)
-        for p, clue in knockout.CLUES.items()
+        for p, clue in KNOCKOUT_CLUES.items()
         if vs_control(p) in table
     }
     out = pd.DataFrame(
@@ -199,7 +200,7 @@ def effects_markdown(table: pd.DataFrame, title: str) -> str:
             **{({**EFFECT_COLUMNS, **GREEDY})[c]: [cell(r, c) for _, r in table.iterrows()] for c in shown},
             "control mass ÷ set mass": number("mass_ratio"),
             **{name: [cell(r, column) for _, r in table.iterrows()] for name, column in compared.items()},
-            **{f"p, {clue} (sign flip, BH)": number(f"{p}p_adjusted") for p, clue in knockout.CLUES.items()
+            **{f"p, {clue} (sign flip, BH)": number(f"{p}p_adjusted") for p, clue in KNOCKOUT_CLUES.items()
                if vs_control(p) in table},
         }
     )  # fmt: skip

@@ -376,10 +376,6 @@ def clue_logprobs(
     return out
 
 
-CLUES = {"": "the trained model's greedy clue", "reference_": "the reference clue"}
-"""The clues a knockout job scores under teacher forcing, by the prefix of their columns."""
-
-
 def _scores(prefix: str, before: np.ndarray, after: np.ndarray) -> dict[str, float]:
     """One clue's columns: its log-probability without and with the knockout, their differences."""
     return {
@@ -410,12 +406,13 @@ def prompt_effects(
     """Per prompt (and per seed of a control, ``seed``), what the knockout ``variant`` does: for the
     trained model's greedy clue (its rows of ``trained_clues``, by ``prompt_index``) and for the
     reference clue (its ``reference_clue``, as the shots show a clue; NaN where there is none; the
-    columns of :data:`CLUES`' prefix) the log-probability under teacher forcing without and with
-    the knockout (``logprob_trained``, ``logprob_knockout``: sums over ``n_clue_tokens`` tokens)
-    and their differences (``delta_total``, ``delta_token``: the mean per token); the edges blocked
-    (``n_blocked``) and the attention mass the model without the knockout gives them in the
-    knockout's layers, over the prompt and the greedy clue (``blocked_mass``, :func:`blocked_mass`);
-    with ``greedy``, the knocked-out greedy clue (``clue``) and its
+    columns of :data:`attnscope.variants.KNOCKOUT_CLUES`' prefix) the log-probability under teacher
+    forcing without and with the knockout (``logprob_trained``, ``logprob_knockout``: sums over
+    ``n_clue_tokens`` tokens) and their differences (``delta_total``, ``delta_token``: the mean
+    per token); the edges blocked (``n_blocked``) and the attention mass the model without the
+    knockout gives them in the knockout's layers, over the prompt and the greedy clue
+    (``blocked_mass``, :func:`blocked_mass`); with ``greedy``, the knocked-out greedy clue (``clue``)
+    and its
     :data:`attnscope.effects.GREEDY` scores against the trained clue (chrF as
     :func:`attnscope.generation.clue_table` scores it against a reference)."""
     parsed = variants.parse(variant)
@@ -453,7 +450,7 @@ def prompt_effects(
         for i, (seed, blocker) in enumerate(zip(seeds, knockouts)):
             dense = blocker.blocked.dense(len(sequence))
             found = {"seed": seed, "n_blocked": int(dense.sum()), "blocked_mass": blocked_mass(maps, dense)}
-            for p in CLUES:
+            for p in variants.KNOCKOUT_CLUES:
                 found |= _scores(p, scored[p][0], scored[p][i + 1]) if p in scored else {}
             rows.append(found)
             if greedy:

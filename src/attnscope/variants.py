@@ -54,6 +54,8 @@ TARGET_INSTRUCTION = "target-instruction"
 ACROSS_SHOTS = "across-shots"
 CLUE_OWNWORD = "clue-ownword"
 EDGE_SETS = (TARGET_SHOTS, TARGET_SHOTWORDS, TARGET_SHOTCLUES, TARGET_INSTRUCTION, ACROSS_SHOTS, CLUE_OWNWORD)
+KNOCKOUT_CLUES = {"": "the trained model's greedy clue", "reference_": "the reference clue"}
+"""The clues a knockout job scores under teacher forcing, by the prefix of their columns."""
 _EDGES = "|".join(EDGE_SETS)
 PATTERNS = {
     "trained": re.compile(r"trained"),

@@ -2,7 +2,8 @@
 model's clues (:mod:`attnscope.effects`) tests the thesis's causal reading of its maps.
 
 Both rows read the trained model's own greedy clue under teacher forcing (the clue the knockout
-would change) and give the reference clue of the clue file beside it (:data:`CLUES`)."""
+would change) and give the reference clue of the clue file beside it
+(:data:`attnscope.variants.KNOCKOUT_CLUES`)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,8 @@ import pandas as pd
 from attnscope import effects
 from attnscope.claims.records import Contrast, Result, Setting, Thresholds, not_measured
 from attnscope.evidence import Evidence
-from attnscope.knockout import CLUES
 from attnscope.stats import Interval
-from attnscope.variants import ACROSS_SHOTS, TARGET_SHOTS, TARGET_SHOTWORDS
+from attnscope.variants import ACROSS_SHOTS, KNOCKOUT_CLUES, TARGET_SHOTS, TARGET_SHOTWORDS
 from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 
 READS, BESIDE = "", "reference_"
@@ -75,10 +75,10 @@ def built_from_shots(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
     interval, _, control, named = windows[strongest]
     seeds = table.set_index("variant").loc[control, "n_seeds"]
     measured = (
-        f"excess drop per token over the matched control ({seeds} seeds), {CLUES[READS]}: "
-        f"{_windows_text(windows)}. Beside it, {CLUES[BESIDE]}: "
+        f"excess drop per token over the matched control ({seeds} seeds), {KNOCKOUT_CLUES[READS]}: "
+        f"{_windows_text(windows)}. Beside it, {KNOCKOUT_CLUES[BESIDE]}: "
         f"{_windows_text(_excess(table, TARGET_SHOTS, BESIDE))}; {TARGET_SHOTWORDS} alone (shot clues "
-        f"visible), {CLUES[READS]}: {_windows_text(_excess(table, TARGET_SHOTWORDS, READS))}"
+        f"visible), {KNOCKOUT_CLUES[READS]}: {_windows_text(_excess(table, TARGET_SHOTWORDS, READS))}"
     )
     names = ", ".join(table["variant"])
     return Result(
@@ -127,7 +127,7 @@ def within_shots(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
         f"{w}: {d} ({ACROSS_SHOTS} {a}, {TARGET_SHOTS} {r}{'' if hurts[w] else ', which does not hurt'})"
         for w, (d, a, r, *_) in found.items()
     )
-    measured = f"Δ {ACROSS_SHOTS} − Δ {TARGET_SHOTS} per token, {CLUES[READS]}: {text}"
+    measured = f"Δ {ACROSS_SHOTS} − Δ {TARGET_SHOTS} per token, {KNOCKOUT_CLUES[READS]}: {text}"
     names = "trained, " + ", ".join(table[~table["control"]]["variant"])
     return Result(
         verdict, difference, measured, names, rows["experiment"].nunique(), draws="shot draw",
