@@ -269,7 +269,7 @@ def test_rule_writes_the_choices_table_beside_the_metrics(tiny_default_run):
     base = tiny_default_run / "results" / "metrics" / "tiny-mistral" / "trained"
     table = pd.read_parquet(base / "animals-k2.choices.parquet")
     assert tuple(table.columns) == choices.COLUMNS
-    assert set(table["choice"]) == set(choices.CHOICES)
+    assert set(table["choice"]) == set(choices.TABLE_CHOICES)
     meta = io.read_parquet_metadata(base / "animals-k2.choices.parquet")
     assert meta["rule"] == "attention_metrics" and meta["variant"] == "trained"
     head_mean = pd.read_parquet(base / "animals-k2.parquet").query("head == -1")
