@@ -39,10 +39,11 @@ from attnscope.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED, SUPPORT
 METRIC_NAMES = {"row_entropy": "normalised entropy", "self_mass": "self mass"}
 
 
-def _layer_mean(values: np.ndarray) -> np.ndarray:
-    """The mean of the measured layers [..., layer] → [...], as ``np.nanmean`` computes it (the sum
-    of the measured values over their count), where no layer is measured (a target whose prompts all
-    lack the metric) NaN without the warning for the mean of an empty slice."""
+def _measured_mean(values: np.ndarray) -> np.ndarray:
+    """The mean of the measured values over the last axis [..., n] → [...] (layers, or prompts), as
+    ``np.nanmean`` computes it (the sum of the measured values over their count), where none is
+    measured (a target whose prompts all lack the metric, a mass part a choice does not have) NaN
+    without the warning for the mean of an empty slice."""
     measured = ~np.isnan(values)
     with np.errstate(invalid="ignore"):
         return np.where(measured, values, 0.0).sum(axis=-1) / measured.sum(axis=-1)
@@ -151,15 +152,15 @@ def within_shot(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
             f"not identifiable under this choice: no query row with {MIN_SIDE_KEYS} keys on each side of its "
             f"shot boundary that the key segments do not confound; {masses}"
         )
-    interval = table.interval(lambda m: _layer_mean(m[..., 0, :]))
-    excess = {p: table.interval(lambda m, p=p: _layer_mean(m[..., 0, :] - m[..., p, :])) for p in PLACEBOS}
+    interval = table.interval(lambda m: _measured_mean(m[..., 0, :]))
+    excess = {p: table.interval(lambda m, p=p: _measured_mean(m[..., 0, :] - m[..., p, :])) for p in PLACEBOS}
     verdict = verdict_of(interval, th.boundary_drop, 0.0)
     if verdict == SUPPORTED and not all(e.low > 0 for e in excess.values()):
         verdict = INCONCLUSIVE  # the placebo cutoffs jump as much: curvature of the decay, not shots
     if verdict == CONTRADICTED and not all(e.high < 0 for e in excess.values()):
         verdict = INCONCLUSIVE  # ... the other way
     draws = "; ".join(
-        f"{name} {part.interval(lambda m: _layer_mean(m[..., 0, :]))}" for name, part in table.draws()
+        f"{name} {part.interval(lambda m: _measured_mean(m[..., 0, :]))}" for name, part in table.draws()
     )
     placebos = "; ".join(f"minus the jump at {PLACEBOS[p]} {e}" for p, e in excess.items())
     measured = (
@@ -173,8 +174,8 @@ def value_domain(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
     table = prompt_table(ev.choices, ["trained"], ["small_mass", "small_share"], setting.choice)
     if table is None:
         return not_measured("no trained attention metrics")
-    interval = table.interval(lambda m: _layer_mean(m[..., 0, :]))
-    share = table.interval(lambda m: _layer_mean(m[..., 1, :]))
+    interval = table.interval(lambda m: _measured_mean(m[..., 0, :]))
+    share = table.interval(lambda m: _measured_mean(m[..., 1, :]))
     verdict = verdict_of(interval, th.small_mass, th.small_mass)
     measured = (
         f"share of the attention mass on values ≤ 0.1: {interval} (share of values ≤ 0.1, "
@@ -269,7 +270,7 @@ def ablation(metric: str, direction: str, sign: int) -> Callable[[Evidence, Thre
         table = paired_table(ev.choices, name, [metric], setting.choice)
         if table is None:
             return not_measured("no trained attention metrics on the same prompts", name)
-        effect = table.interval(lambda m: sign * _layer_mean(m[..., 0, :]))
+        effect = table.interval(lambda m: sign * _measured_mean(m[..., 0, :]))
         test = _layer_test(table, sign, th.alpha)
         way = "higher" if sign > 0 else "lower"
         moved = test.count(1) >= th.layer_share * table.num_layers
@@ -300,9 +301,9 @@ def alpha_up_self(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
     if result.verdict == NOT_MEASURED:
         return result
     edited = prompt_table(ev.choices, [name], ["self_mass"], setting.choice)
-    level = edited.interval(lambda m: _layer_mean(m[..., 0, :]))
+    level = edited.interval(lambda m: _measured_mean(m[..., 0, :]))
     moved = paired_table(ev.choices, name, MASS_PARTS, setting.choice)
-    deltas = np.nanmean(moved.values, axis=0).reshape(len(MASS_PARTS), moved.num_layers).mean(axis=1)
+    deltas = _measured_mean(moved.values.T).reshape(len(MASS_PARTS), moved.num_layers).mean(axis=1)
     rest = -np.nansum(deltas)
     where = ", ".join(
         f"{part.removesuffix('_mass')} {d:+.3g}" for part, d in zip(MASS_PARTS, deltas) if not np.isnan(d)
