@@ -835,6 +835,20 @@ def test_cosine_per_head_counts_a_head_that_the_mean_hides():
     assert per_head["estimate"] == pytest.approx(0.6, abs=0.02)
 
 
+def test_built_from_shots_headlines_a_window_its_verdict_rests_on():
+    """A larger excess drop in a window too noisy to count does not take the headline from the window
+    that supports the claim: the printed estimate is the one the verdict rests on."""
+    ev = _knockout(**{**SHOTS_EQUAL, "shot0": -0.6})  # L0-9: a clear excess drop of 0.4
+    rows = ev.knockout
+    noisy = rows["variant"] == "knockout-target-shots-L10-19"
+    shift = np.random.default_rng(2).normal(-1.5, 4.0, int(noisy.sum()))
+    rows.loc[noisy, "delta_token"] += shift  # L10-19: a larger mean excess, an interval that spans 0
+    row = row_of(ev, "built-from-shots")
+    assert row["verdict"] == claims.SUPPORTED and "L10-19: " in row["measured"]
+    assert claims.Contrast.parse(row["contrast"]).minuend.endswith("-L0-9")
+    assert row["estimate"] == pytest.approx(0.4, abs=0.05)
+
+
 def test_knockout_claims_are_not_measured_without_their_knockouts():
     """No knockout, the set without its control, across-shots without its reference: not measured;
     the claim reads the set's own rows and names the clue it reads and the one beside it."""

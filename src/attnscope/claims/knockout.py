@@ -65,14 +65,16 @@ def built_from_shots(ev: Evidence, th: Thresholds, setting: Setting) -> Result:
     windows = {} if table is None else _excess(table, TARGET_SHOTS, READS)
     if not windows:
         return not_measured(f"no knockout of {TARGET_SHOTS} with its matched control ran", "knockout")
-    if any(i.low > 0 and p < th.alpha for i, p, *_ in windows.values()):
+    clear = [w for w, (i, p, *_) in windows.items() if i.low > 0 and p < th.alpha]
+    if clear:
         verdict = SUPPORTED
     elif all(i.high <= 0 for i, *_ in windows.values()):
         verdict = CONTRADICTED
     else:
         verdict = INCONCLUSIVE
-    strongest = max(windows, key=lambda w: windows[w][0].estimate)
-    interval, _, control, named = windows[strongest]
+    # The headline is a window the verdict rests on: the strongest of those that support it.
+    headline = max(clear or windows, key=lambda w: windows[w][0].estimate)
+    interval, _, control, named = windows[headline]
     seeds = table.set_index("variant").loc[control, "n_seeds"]
     measured = (
         f"excess drop per token over the matched control ({seeds} seeds), {KNOCKOUT_CLUES[READS]}: "
