@@ -440,7 +440,7 @@ def _row_drops(b: np.ndarray, keep: np.ndarray, labels: TokenLabels) -> dict[str
         own, position = shot[keys] == shot[i], keep[keys]
         row, distance, kind = b[:, i, keys].T.astype(np.float64), keep[i] - position, labels.kind[keys]
         fits = [
-            (own | ~own, own),
+            (np.ones_like(own), own),
             (~own, _placebo_near(~own, position, kind)),
             (own, _placebo_near(own, position, kind)),
         ]
@@ -459,9 +459,9 @@ def _shot_metrics(
 ) -> dict[str, np.ndarray]:
     """Within- and across-shot masses of the choice's rows ``r`` at ``queries`` (shots ≥ 2), and
     the boundary drop at the real shots and at the two placebos' (:func:`placebo_shots`,
-    :func:`permuted_shots`) on the
-    values as the model gave them, ``b``: renormalising scales each row by its own visible mass,
-    which a null of pairs from different rows cannot match."""
+    :func:`permuted_shots`) and the within-row drops (:func:`_row_drops`), on the values as the
+    model gave them, ``b``: renormalising scales each row by its own visible mass, which a null of
+    pairs from different rows cannot match."""
     shot = labels.shot
     query_shot = shot[queries][:, None]
     causal = keep[queries][:, None] >= keep[None, :]

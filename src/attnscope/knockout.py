@@ -412,8 +412,7 @@ def prompt_effects(
     per token); the edges blocked (``n_blocked``) and the attention mass the model without the
     knockout gives them in the knockout's layers, over the prompt and the greedy clue
     (``blocked_mass``, :func:`blocked_mass`); with ``greedy``, the knocked-out greedy clue (``clue``)
-    and its
-    :data:`attnscope.effects.GREEDY` scores against the trained clue (chrF as
+    and its :data:`attnscope.effects.GREEDY` scores against the trained clue (chrF as
     :func:`attnscope.generation.clue_table` scores it against a reference)."""
     parsed = variants.parse(variant)
     seeds = parsed.seeds or (None,)
