@@ -8,10 +8,13 @@ config/examples/two_models.yaml, in its place: benchmarks/out/workflow-{stem}.js
 data in a new working directory (nothing cached: the model is prepared from the GGUF, every job
 runs), then the same command again, which must run no job. With ``--compare DIR`` (the working directory of
 an earlier cold run), also checks determinism: every Parquet table byte-identical and
-every Zarr array equal. Writes benchmarks/out/workflow.json, with the 1-minute load average
-before and after the cold run (other jobs on the machine slow it: the run alone reads ~N),
-and the cold run's profile:
-per rule its jobs, their summed wall and CPU seconds (the Snakemake benchmark TSVs), and how
+every Zarr array equal — except the columns and arrays named in ``TOLERANCES`` (or by
+``--tolerance NAME=ABS``), which may move by that much, and float16 arrays, which may move by one
+float16 step; and the job seconds of the earlier run beside this one's. Writes
+benchmarks/out/workflow.json, with the 1-minute load average before and after the cold run (other
+jobs on the machine slow it: the run alone reads ~N), and the cold run's profile: per rule its jobs,
+their summed wall and CPU seconds (the Snakemake benchmark TSVs) and the seconds it holds of the
+critical path (the longest chain of jobs, each waiting on the one before, by job seconds), and how
 long the run had 0, 1, 2, … jobs running (the Snakemake log's start and finish lines).
 """
 
@@ -32,10 +35,8 @@ from datetime import datetime
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import zarr
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -57,44 +58,152 @@ def zarr_arrays(store: Path) -> dict[str, np.ndarray]:
     return {name: node[...] for name, node in members if isinstance(node, zarr.Array)}
 
 
-def differences(results: Path, reference: Path) -> list[str]:
-    """Parquet files whose bytes differ and Zarr arrays whose values differ from ``reference``."""
+TOLERANCES: dict[str, float] = {}
+"""Parquet column or Zarr array name → the absolute change a method change is allowed to make
+(issue 40: the values its torch metrics move, each named with the reason in docs/performance.md)."""
+
+
+def _float16_steps(a: np.ndarray, b: np.ndarray) -> float:
+    """The largest difference of two float16 arrays in float16 steps (ulps at the larger value)."""
+    a, b = a.astype(np.float32), b.astype(np.float32)
+    step = np.spacing(np.maximum(np.abs(a), np.abs(b)).astype(np.float16)).astype(np.float32)
+    both_nan = np.isnan(a) & np.isnan(b)
+    return float(np.max(np.where(both_nan, 0.0, np.abs(a - b) / step), initial=0.0))
+
+
+def _moved(name: str, mine: np.ndarray, theirs: np.ndarray, tolerances: dict[str, float]) -> str | None:
+    """``None`` when two arrays are equal or within what ``name`` may move (its tolerance; one
+    step for float16), else what differs."""
+    if mine.shape != theirs.shape or mine.dtype != theirs.dtype:
+        return f"{mine.dtype}{list(mine.shape)} against {theirs.dtype}{list(theirs.shape)}"
+    if np.array_equal(mine, theirs, equal_nan=mine.dtype.kind in "fc"):
+        return None
+    if mine.dtype.kind != "f":
+        return "values differ"
+    if mine.dtype == np.float16 and _float16_steps(mine, theirs) <= 1:
+        return None
+    delta = np.abs(mine.astype(np.float64) - theirs.astype(np.float64))
+    largest = float(np.nanmax(delta)) if np.isfinite(delta).any() else float("nan")
+    if name in tolerances and np.array_equal(np.isnan(mine), np.isnan(theirs)) and largest <= tolerances[name]:
+        return None
+    return f"max |Δ| {largest:.3g}" + (f" > {tolerances[name]:g}" if name in tolerances else "")
+
+
+def _table_moves(path: Path, other: Path, tolerances: dict[str, float]) -> list[str]:
+    """What differs between two Parquet tables, column by column (``[]``: equal up to the tolerances)."""
+    mine, theirs = pd.read_parquet(path), pd.read_parquet(other)
+    if list(mine.columns) != list(theirs.columns) or len(mine) != len(theirs):
+        return [f"columns or rows differ ({len(mine)} × {list(mine.columns)} against {len(theirs)} × {list(theirs.columns)})"]
+    moves = []
+    for column in mine.columns:
+        a, b = mine[column].to_numpy(), theirs[column].to_numpy()
+        if a.dtype.kind in "fiub" and b.dtype.kind in "fiub":
+            moved = _moved(column, a, b, tolerances)
+        else:
+            moved = None if mine[column].equals(theirs[column]) else "values differ"
+        if moved:
+            moves.append(f"{column}: {moved}")
+    return moves
+
+
+def differences(results: Path, reference: Path, tolerances: dict[str, float] | None = None) -> list[str]:
+    """Parquet tables and Zarr arrays of ``results`` that differ from ``reference`` beyond what
+    ``tolerances`` (name → absolute change) and one float16 step allow. A table whose bytes differ
+    but whose columns are all within them is not listed (its metadata, e.g. a digest of new
+    params, may differ)."""
+    tolerances = TOLERANCES if tolerances is None else tolerances
     found = []
     for path in sorted(results.rglob("*.parquet")):
-        other = reference / path.relative_to(results)
-        if not other.is_file() or other.read_bytes() != path.read_bytes():
-            found.append(str(path.relative_to(results)))
+        name, other = str(path.relative_to(results)), reference / path.relative_to(results)
+        if not other.is_file():
+            found.append(f"{name}: not in the reference")
+        elif other.read_bytes() != path.read_bytes():
+            found += [f"{name}: {move}" for move in _table_moves(path, other, tolerances)]
     for store in sorted(results.rglob("*.zarr")):
         mine, theirs = zarr_arrays(store), zarr_arrays(reference / store.relative_to(results))
         if mine.keys() != theirs.keys():
             found.append(f"{store.relative_to(results)}: arrays differ")
-        found += [
-            f"{store.relative_to(results)}/{name}"
-            for name in mine
-            if name in theirs and not np.array_equal(mine[name], theirs[name], equal_nan=True)
-        ]
+        for name in sorted(mine.keys() & theirs.keys()):
+            moved = _moved(name.rsplit("/", 1)[-1], mine[name], theirs[name], tolerances)
+            if moved:
+                found.append(f"{store.relative_to(results)}/{name}: {moved}")
     return found
 
 
-def rule_profile(workdir: Path) -> dict[str, dict[str, float]]:
+def _job_seconds(tsv: Path) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds and largest RSS (MiB) of one job's Snakemake benchmark TSV."""
+    with tsv.open() as handle:
+        row = next(csv.DictReader(handle, delimiter="\t"))
+
+    def number(key: str) -> float:
+        return float(row[key]) if row[key] not in ("", "NA", "-") else 0.0
+
+    return float(row["s"]), number("cpu_time"), number("max_rss")
+
+
+def rule_profile(workdir: Path, critical: list[dict] | None = None) -> dict[str, dict[str, float]]:
     """Per rule of a finished run: jobs, summed wall and CPU seconds, largest RSS (MiB), from
-    results/benchmarks/ (one TSV per job: ``{rule}.tsv`` or ``{rule}/…/*.tsv``), slowest first."""
+    results/benchmarks/ (one TSV per job: ``{rule}.tsv`` or ``{rule}/…/*.tsv``), and the seconds
+    its jobs hold of the ``critical`` path; slowest first."""
     rules: dict[str, dict[str, float]] = defaultdict(
-        lambda: {"jobs": 0, "s": 0.0, "cpu_s": 0.0, "max_rss_mb": 0.0}
+        lambda: {"jobs": 0, "s": 0.0, "cpu_s": 0.0, "max_rss_mb": 0.0, "critical_s": 0.0}
     )
     root = workdir / "results" / "benchmarks"
     for tsv in root.rglob("*.tsv"):
-        rule = tsv.relative_to(root).parts[0].removesuffix(".tsv")
-        with tsv.open() as handle:
-            row = next(csv.DictReader(handle, delimiter="\t"))
-        entry = rules[rule]
+        wall, cpu, rss = _job_seconds(tsv)
+        entry = rules[tsv.relative_to(root).parts[0].removesuffix(".tsv")]
         entry["jobs"] += 1
-        entry["s"] += float(row["s"])
-        entry["cpu_s"] += float(row["cpu_time"]) if row["cpu_time"] not in ("", "NA", "-") else 0.0
-        rss = row["max_rss"]
-        entry["max_rss_mb"] = max(entry["max_rss_mb"], float(rss) if rss not in ("", "NA", "-") else 0.0)
+        entry["s"] += wall
+        entry["cpu_s"] += cpu
+        entry["max_rss_mb"] = max(entry["max_rss_mb"], rss)
+    for job in critical or []:
+        rules[job["rule"]]["critical_s"] += job["s"]
     ordered = sorted(rules.items(), key=lambda item: -item[1]["s"])
     return {rule: {key: round(value, 1) for key, value in entry.items()} for rule, entry in ordered}
+
+
+JOB_FIELD = re.compile(r"^    (input|output|jobid|benchmark): (.*)$")
+
+
+def logged_jobs(log: Path) -> list[dict]:
+    """The jobs of a Snakemake log in the order they started: rule, inputs, outputs, benchmark."""
+    jobs: list[dict] = []
+    for line in log.read_text().splitlines():
+        rule = re.match(r"^(?:local)?rule (\w+):$", line)
+        if rule:
+            jobs.append({"rule": rule.group(1), "input": [], "output": [], "benchmark": None})
+            continue
+        field = JOB_FIELD.match(line)
+        if field and jobs:
+            key, value = field.groups()
+            if key in ("input", "output"):
+                jobs[-1][key] = value.split(", ")
+            elif key == "benchmark":
+                jobs[-1]["benchmark"] = value
+    return jobs
+
+
+def critical_path(workdir: Path, log: Path) -> list[dict]:
+    """The longest chain of jobs of a finished run, each reading an output of the one before, by
+    job wall seconds (its benchmark TSV; 0 for a job without one): rule, benchmark, seconds.
+    A job starts after every job it reads, so the log's start order is a topological order."""
+    producer: dict[str, int] = {}
+    finish: list[float] = []
+    before: list[int | None] = []
+    jobs = logged_jobs(log)
+    for index, job in enumerate(jobs):
+        tsv = workdir / job["benchmark"] if job["benchmark"] else None
+        job["s"] = _job_seconds(tsv)[0] if tsv is not None and tsv.is_file() else 0.0
+        sources = {producer[path] for path in job["input"] if path in producer}
+        first = max(sources, key=lambda j: finish[j], default=None)
+        finish.append(job["s"] + (finish[first] if first is not None else 0.0))
+        before.append(first)
+        producer.update({path: index for path in job["output"]})
+    chain, at = [], max(range(len(jobs)), key=lambda j: finish[j], default=None)
+    while at is not None:
+        chain.append({"rule": jobs[at]["rule"], "benchmark": jobs[at]["benchmark"], "s": round(jobs[at]["s"], 1)})
+        at = before[at]
+    return chain[::-1]
 
 
 STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ [\d:]{8} \d{4})\]$")
@@ -122,12 +231,25 @@ def concurrency(log: Path) -> dict[str, int]:
 
 
 def profile(workdir: Path) -> dict:
-    """The per-rule profile and job concurrency of the run in ``workdir``."""
+    """The per-rule profile, critical path and job concurrency of the run in ``workdir``."""
     logs = sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"))
+    critical = critical_path(workdir, logs[0]) if logs else []
     return {
-        "rules": rule_profile(workdir),
+        "rules": rule_profile(workdir, critical),
+        "job_s": round(sum(entry["s"] for entry in rule_profile(workdir).values()), 1),
+        "job_cpu_s": round(sum(entry["cpu_s"] for entry in rule_profile(workdir).values()), 1),
+        "critical_path_s": round(sum(job["s"] for job in critical), 1),
+        "critical_path": critical,
         "seconds_with_n_jobs_running": concurrency(logs[0]) if logs else None,
     }
+
+
+def _tolerance(text: str) -> tuple[str, float]:
+    name, _, value = text.partition("=")
+    try:
+        return name, float(value)
+    except ValueError:
+        raise SystemExit(f"--tolerance {text!r}: expected NAME=ABS, e.g. entropy=1e-6") from None
 
 
 def main() -> None:
@@ -136,6 +258,13 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, help="keep the run here (default: a temporary directory)")
     parser.add_argument("--compare", type=Path, help="an earlier cold run's working directory")
     parser.add_argument("--config", type=Path, help="a config file in place of config.yaml")
+    parser.add_argument(
+        "--tolerance",
+        action="append",
+        default=[],
+        metavar="NAME=ABS",
+        help="with --compare: a column or array that may move by ABS (adds to TOLERANCES)",
+    )
     parser.add_argument(
         "--profile", type=Path, help="only print the profile of this finished run's directory"
     )
@@ -167,8 +296,17 @@ def main() -> None:
         "cold_run_profile": profile(workdir),
     }
     if args.compare:
-        diffs = differences(workdir / "results", args.compare / "results")
-        result |= {"compared_with": str(args.compare), "differences": diffs}
+        tolerances = TOLERANCES | dict(_tolerance(text) for text in args.tolerance)
+        diffs = differences(workdir / "results", args.compare / "results", tolerances)
+        result |= {
+            "compared_with": str(args.compare),
+            "compared_profile": profile(args.compare),
+            "tolerances": tolerances,
+            "differences": diffs,
+        }
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from common import write  # here: it loads torch, which the tests of the functions above need not
+
     write(f"workflow-{args.config.stem}" if args.config else "workflow", result)
     if result["noop_rerun_jobs"] or result.get("differences"):
         raise SystemExit("the rerun ran jobs, or the outputs differ from --compare")
