@@ -94,6 +94,25 @@ def compare_starts(baseline: str, model_dir: Path, starts: int, threads: int) ->
     return result
 
 
+def compare_weight_reads(weights: Path, repeats: int) -> dict[str, float]:
+    """The cache's weights read by ``from_pretrained`` (the baseline's route) and by
+    :func:`attnscope.models.assign_safetensors`, in this process after its first load (warm: a job
+    starts cold, see :func:`compare_starts`), alternating: the fastest of each."""
+    routes = {
+        "from_pretrained_s": lambda: models.AutoModelForCausalLM.from_pretrained(
+            weights, dtype=torch.float32, attn_implementation="eager"
+        ),
+        "assign_safetensors_s": lambda: models.assign_safetensors(weights),
+    }
+    best = dict.fromkeys(routes, float("inf"))
+    for _ in range(repeats):
+        for name, route in routes.items():
+            best[name] = min(best[name], best_of(1, route)[0])
+    return {name: round(s, 3) for name, s in best.items()} | {
+        "speedup": round(best["from_pretrained_s"] / best["assign_safetensors_s"], 1)
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -110,6 +129,7 @@ def main() -> None:
         for _ in range(args.repeats):  # alternate, so both see the same machine load
             cache_s = min(cache_s, best_of(1, lambda: models.load_model(tmp))[0])
             gguf_s = min(gguf_s, best_of(1, lambda: models.dequantize_embedded(EMBEDDED_SPEC, gguf))[0])
+        weights = compare_weight_reads(Path(tmp) / models.WEIGHTS_DIR, args.starts)
     write(
         "model_load",
         {
@@ -118,6 +138,7 @@ def main() -> None:
             "speedup": round(gguf_s / cache_s, 1),
             "prepare_once_s": round(prepare_s, 2),
             "job_start": starts,
+            "weights_read": weights,
         },
     )
 
