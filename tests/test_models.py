@@ -1,12 +1,13 @@
 """Model preparation and loading, variants' weight edits, device and package errors."""
 
 import json
+import shutil
 
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from attnscope import models, prepared
+from attnscope import architecture, models, prepared, variants
 from tests.conftest import tiny_spec
 
 
@@ -188,3 +189,70 @@ def test_layer_range_edits_only_those_layers(prepared_tiny_mistral):
     assert changed == ["model.layers.1.self_attn.k_proj.weight", "model.layers.1.self_attn.q_proj.weight"]
     with pytest.raises(ValueError, match="the model has layers 0-1"):
         models.load_model(prepared_tiny_mistral, "qkflat-L0-5")
+
+
+def reference_load(model_dir) -> torch.nn.Module:
+    """The prepared weights as ``from_pretrained`` loads them (the loader before
+    :func:`attnscope.models.assign_safetensors`)."""
+    weights = prepared.weights_location(model_dir, prepared.read_manifest(model_dir))
+    return AutoModelForCausalLM.from_pretrained(
+        weights, dtype=torch.float32, attn_implementation="eager"
+    ).eval()
+
+
+def tied_aliases(model: torch.nn.Module) -> set[str]:
+    """The names of the parameters that are another parameter (tied weights)."""
+    return {name for name, _ in model.named_parameters(remove_duplicate=False)} - set(
+        dict(model.named_parameters())
+    )
+
+
+def assert_same_model(model: torch.nn.Module, reference: torch.nn.Module) -> None:
+    """Every parameter and buffer (tied aliases too) equal in value and dtype, the same ties, the
+    same config and generation config, and bit-identical logits."""
+    ours = dict(model.named_parameters(remove_duplicate=False)) | dict(model.named_buffers())
+    theirs = dict(reference.named_parameters(remove_duplicate=False)) | dict(reference.named_buffers())
+    assert ours.keys() == theirs.keys()
+    for name, tensor in theirs.items():
+        assert ours[name].dtype == tensor.dtype and torch.equal(ours[name], tensor), name
+    assert tied_aliases(model) == tied_aliases(reference)
+    assert model.config.to_dict() == reference.config.to_dict()
+    assert model.generation_config.to_dict() == reference.generation_config.to_dict()
+    assert not model.training and model.config._attn_implementation == "eager"
+    ids = torch.tensor([[1, 5, 900, 17, 300, 5, 900]])
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, reference(ids).logits)
+
+
+def tiny_cache(family: str, prepared_dir, out) -> None:
+    """A prepared directory at ``out`` whose weights are a seeded tiny random model of ``family``
+    (``prepared_dir``'s manifest and tokenizer, whose vocabulary the model takes)."""
+    shutil.copytree(prepared_dir, out)
+    config = models.tiny_random_config(
+        tiny_spec(family, num_kv_heads=4, sliding_window=4), prepared.load_tokenizer(prepared_dir)
+    )
+    config.tie_word_embeddings = family == "llama"  # tied, as SmolLM2's are
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config, attn_implementation="eager").save_pretrained(out / "weights")
+
+
+@pytest.mark.parametrize("family", architecture.tiny_architectures())
+def test_the_cache_loads_as_from_pretrained_does(family, prepared_tiny_mistral, tmp_path):
+    """load_model reads the safetensors cache without from_pretrained's machinery (but where the
+    file's names are a renamed checkpoint's); the model is the same, tensor for tensor, in every
+    family, tied weights too, and an edit applies to the same weights."""
+    tiny_cache(family, prepared_tiny_mistral, tmp_path / "tiny")
+    reference = reference_load(tmp_path / "tiny")
+    assert tied_aliases(reference) == ({"lm_head.weight"} if family == "llama" else set())
+    renamed = family == "gpt_neox"  # its save_pretrained writes embed_out: from_pretrained converts it
+    assert (models.assign_safetensors(tmp_path / "tiny" / "weights") is None) == renamed
+    assert_same_model(models.load_model(tmp_path / "tiny").model, reference)
+    if family == "llama":
+        variants.apply_edit(reference, variants.parse("qkscale-a2"))
+        assert_same_model(models.load_model(tmp_path / "tiny", "qkscale-a2").model, reference)
+
+
+@pytest.mark.integration
+def test_the_embedded_cache_loads_as_from_pretrained_does(embedded_model_dir):
+    """SmolLM2-135M (tied embeddings, 30 layers): the same tensors, ties and logits as from_pretrained."""
+    assert_same_model(models.load_model(embedded_model_dir).model, reference_load(embedded_model_dir))

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import sacrebleu
 import torch
 from tqdm.auto import tqdm
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
@@ -297,6 +296,8 @@ def clue_table(prompt_table: pd.DataFrame, generations: Sequence[Generation]) ->
     A clue is well-formed (``format_ok``) when it ended at the format's end marker, or,
     for a format without one, at the end of the turn.
     """
+    import sacrebleu  # here: the extraction and knockout jobs import this module for its prefill only
+
     closed_by = STOP_MARK if table_format(prompt_table).end_marker is not None else EOS
     table = prompt_table[
         ["prompt_index", "prompt_id", "experiment", "category", "k", "target", "reference_clue"]
@@ -318,6 +319,8 @@ def clue_table(prompt_table: pd.DataFrame, generations: Sequence[Generation]) ->
 
 def summarize(clues: pd.DataFrame) -> dict[str, float | int]:
     """Per-experiment scores: format compliance, answer leaks, length, chrF to the reference."""
+    import sacrebleu
+
     with_reference = clues.dropna(subset=["reference_clue"])
     corpus_chrf = (
         sacrebleu.corpus_chrf(list(with_reference["clue"]), [list(with_reference["reference_clue"])]).score
