@@ -327,15 +327,42 @@ def generation(r: Result) -> list[str]:
     return table(rows)
 
 
+JOB_START_PHASES = {
+    "import_torch_s": "import torch",
+    "import_models_s": "import the model code (`attnscope.models`, transformers)",
+    "load_model_s": "`load_model` (prepared safetensors, tokenizer)",
+    "process_s": "the whole process",
+}
+"""The phases of a model job's start that bench_model_load times, in order."""
+
+
 def model_load(r: Result) -> list[str]:
-    return table(
-        [
-            Row("load from the safetensors cache", seconds(r["cache_load_s"])),
-            Row("convert the GGUF", seconds(r["gguf_load_s"])),
-            Row("speed-up of the cache", f"{r['speedup']:.1f}×"),
-            Row("prepare the model once (`prepare_model`)", seconds(r["prepare_once_s"])),
+    rows = [
+        Row("load from the safetensors cache", seconds(r["cache_load_s"])),
+        Row("convert the GGUF", seconds(r["gguf_load_s"])),
+        Row("speed-up of the cache", f"{r['speedup']:.1f}×"),
+        Row("prepare the model once (`prepare_model`)", seconds(r["prepare_once_s"])),
+    ]
+    if r.get("weights_read"):
+        rows.append(
+            Row(
+                "the cache's weights read: `from_pretrained` / assigned to a skeleton built without init",
+                f"{seconds(r['weights_read.from_pretrained_s'])} / {seconds(r['weights_read.assign_safetensors_s'])}"
+                f" ({r['weights_read.speedup']:.1f}×)",
+            )
+        )
+    if r.get("job_start"):
+        start = r["job_start"]
+        rows += [
+            Row(
+                f"a model job's start, {label}: commit `{start['baseline_commit']}` → this one "
+                f"(median of {start['starts']} fresh processes each, alternating)",
+                f"{seconds(start['baseline'][key]['median'])} → {seconds(start['this_checkout'][key]['median'])}"
+                f" ({start['speedup_median'][key]:.2f}×)",
+            )
+            for key, label in JOB_START_PHASES.items()
         ]
-    )
+    return table(rows)
 
 
 def knockout(r: Result) -> list[str]:
