@@ -89,11 +89,20 @@ def evidence(*frames: pd.DataFrame, **parts) -> Evidence:
     return Evidence("m", "animals-k3", choices=table, metrics=metrics, **parts)
 
 
+def rows_of(ev: Evidence, *claims_: str, bands_=claims.DEFAULT_BANDS) -> dict[str, pd.Series]:
+    """Claim → its one row, from one evaluation of ``claims_`` (each row as the claim alone gives
+    it: test_evaluating_one_claim_gives_its_rows_of_the_whole_table)."""
+    table, _ = claims.evaluate(ev, bands=bands_, only=set(claims_))
+    found = {}
+    for claim in claims_:
+        rows = table[table["claim"] == claim]
+        assert len(rows) == 1, table
+        found[claim] = rows.iloc[0]
+    return found
+
+
 def row_of(ev: Evidence, claim: str, bands_=claims.DEFAULT_BANDS) -> pd.Series:
-    table, _ = claims.evaluate(ev, bands=bands_, only={claim})
-    rows = table[table["claim"] == claim]
-    assert len(rows) == 1, table
-    return rows.iloc[0]
+    return rows_of(ev, claim, bands_=bands_)[claim]
 
 
 def verdict(ev: Evidence, claim: str) -> str:
@@ -112,12 +121,12 @@ NOT_REPLICATED = "not replicated on m"
     ],
 )
 def test_diagonal_dominance_early_and_late_resembling_it(share, early, late):
-    ev = evidence(choices(diagonal_share=share, noise=0.05))
-    assert verdict(ev, "early-diagonal") == early
-    assert verdict(ev, "late-diagonal") == late
-    row = row_of(ev, "early-diagonal")
+    rows = rows_of(evidence(choices(diagonal_share=share, noise=0.05)), "early-diagonal", "late-diagonal")
+    assert rows["early-diagonal"]["verdict"] == early
+    assert rows["late-diagonal"]["verdict"] == late
+    row = rows["early-diagonal"]
     assert row["low"] <= row["estimate"] <= row["high"] and row["n_prompts"] == 20 and row["n_seeds"] == 1
-    assert row_of(ev, "late-diagonal")["estimate"] == pytest.approx(share[-1] - share[0], abs=1e-9)
+    assert rows["late-diagonal"]["estimate"] == pytest.approx(share[-1] - share[0], abs=1e-9)
 
 
 def test_late_is_compared_with_early_not_middle():
@@ -155,9 +164,9 @@ def test_bands_change_what_early_means():
     ],
 )
 def test_dispersion_and_contraction(entropy, middle, late):
-    ev = evidence(choices(row_entropy=entropy, noise=0.05))
-    assert verdict(ev, "middle-dispersed") == middle
-    assert verdict(ev, "late-contracting") == late
+    rows = rows_of(evidence(choices(row_entropy=entropy, noise=0.05)), "middle-dispersed", "late-contracting")
+    assert rows["middle-dispersed"]["verdict"] == middle
+    assert rows["late-contracting"]["verdict"] == late
 
 
 @pytest.mark.parametrize(
@@ -185,9 +194,9 @@ def test_within_shot_from_constructed_drops():
     # A jump the placebo cutoffs inside the shots give as well is no evidence of shots.
     placebo = evidence(choices(row_drop=0.5, row_placebo_previous=0.5))
     assert verdict(placebo, "within-shot") == claims.INCONCLUSIVE
-    inside = evidence(choices(row_drop=0.5, row_placebo_own=0.5))
-    assert verdict(inside, "within-shot") == claims.INCONCLUSIVE
-    assert "minus the jump at a cutoff inside the own shot" in row_of(inside, "within-shot")["measured"]
+    inside = row_of(evidence(choices(row_drop=0.5, row_placebo_own=0.5)), "within-shot")
+    assert inside["verdict"] == claims.INCONCLUSIVE
+    assert "minus the jump at a cutoff inside the own shot" in inside["measured"]
 
 
 def test_targets_without_a_measured_layer_raise_no_warning():
@@ -255,13 +264,15 @@ def test_alpha_edits_are_paired_per_prompt_and_tested_per_layer():
     trained = choices(rng=3, noise=0.05)
     sharper = choices("qkscale-a2", rng=3, noise=0.05, row_entropy=0.5, self_mass=0.7, sink_mass=0.1)
     flatter = choices("qkscale-a0.5", rng=3, noise=0.05, row_entropy=0.9)
-    ev = evidence(trained, sharper, flatter)
-    row = row_of(ev, "alpha-up-entropy")
+    rows = rows_of(
+        evidence(trained, sharper, flatter), "alpha-up-entropy", "alpha-down-entropy", "alpha-up-self"
+    )
+    row = rows["alpha-up-entropy"]
     # Noise shared by the pair cancels: the paired difference is exact.
     assert row["verdict"] == claims.SUPPORTED and row["estimate"] == pytest.approx(-0.1)
     assert "lower in 9 of 9 layers (adjusted p < 0.05)" in row["measured"]
-    assert verdict(ev, "alpha-down-entropy") == claims.SUPPORTED
-    self_row = row_of(ev, "alpha-up-self")
+    assert rows["alpha-down-entropy"]["verdict"] == claims.SUPPORTED
+    self_row = rows["alpha-up-self"]
     assert self_row["verdict"] == claims.SUPPORTED
     assert "self +0.5, previous +0, sink -0.2, rest -0.3" in self_row["measured"]
     # Self mass up, but not to 'predominantly': 0.25 < 0.5.
@@ -784,19 +795,26 @@ def full_evidence() -> Evidence:
     )
 
 
-def test_the_reachability_matrix_covers_every_row():
+@pytest.fixture(scope="module")
+def whole_table() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The claims and sensitivity tables of :func:`full_evidence`, evaluated once (a read-only
+    table that two tests read)."""
+    return claims.evaluate(full_evidence())
+
+
+def test_the_reachability_matrix_covers_every_row(whole_table):
     """The rows are those the registry gives on inputs that hold everything a claim reads (every
     row measured), not a list kept by hand: a new claim or statement needs its row here."""
-    table, _ = claims.evaluate(full_evidence())
+    table, _ = whole_table
     assert claims.NOT_MEASURED not in set(table["verdict"]), table[["claim", "statement", "measured"]]
     assert set(table["claim"]) == set(STATEMENTS)
     assert set(zip(table["claim"], table["statement"])) == set(REACHABLE)
 
 
-def test_evaluating_one_claim_gives_its_rows_of_the_whole_table():
-    """``only`` (which the matrix below uses) leaves a claim's rows as the whole evaluation gives them,
-    premise included (late-diagonal presupposes early-diagonal)."""
-    whole, sensitivity = claims.evaluate(full_evidence())
+def test_evaluating_one_claim_gives_its_rows_of_the_whole_table(whole_table):
+    """``only`` (which the matrix below and :func:`rows_of` use) leaves a claim's rows as the whole
+    evaluation gives them, premise included (late-diagonal presupposes early-diagonal)."""
+    whole, sensitivity = whole_table
     for claim in ("late-diagonal", "spectra", "built-from-shots"):
         alone, alone_sensitivity = claims.evaluate(full_evidence(), only={claim})
         for full, part in ((whole, alone), (sensitivity, alone_sensitivity)):
