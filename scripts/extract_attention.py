@@ -44,6 +44,7 @@ attrs = io.job_metadata(
     append_clue=options["append_clue"],
     kernel=options["kernel"],
     share_prefix=options["share_prefix"],
+    head_spectra=options["head_spectra"],
     device=str(loaded.device),
     dtype=p.load["dtype"],
     notes=loaded.notes,
@@ -55,6 +56,7 @@ counts = attention.extract(
     attrs,
     kernel=options["kernel"],
     share_prefix=options["share_prefix"],
+    head_spectra=options["head_spectra"],
 )
 log.info(
     "%s: %d prompts computed, %d resumed from a partial store; %.1f MB (attn %.1f MB, head_mean %.1f MB)",

@@ -166,13 +166,16 @@ def sample_clues():
 
 @pytest.fixture(scope="module")
 def llama_store(tiny_llama, sample_clues, tmp_path_factory):
-    """The tiny Llama (SmolLM2 tokenizer) on two prompts with a clue appended; heads kept for Ant."""
+    """The tiny Llama (SmolLM2 tokenizer) on two prompts with a clue appended; heads kept for Ant,
+    with their singular values (``attention.head_spectra``)."""
     from tests.helpers import clue_table, extract, prompt_table
 
     model, tokenizer = tiny_llama
     table = prompt_table(tokenizer, sample_clues)
     path = tmp_path_factory.mktemp("llama") / "animals-k3.zarr"
-    extract(model, tokenizer, table, path, clue_table(table, tokenizer), keep_heads=["ant"])
+    extract(
+        model, tokenizer, table, path, clue_table(table, tokenizer), keep_heads=["ant"], head_spectra=True
+    )
     return path, table
 
 

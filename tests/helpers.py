@@ -151,9 +151,14 @@ def clue_table(table: pd.DataFrame, tokenizer, text: str = CLUE) -> pd.DataFrame
     )
 
 
-def extract(model, tokenizer, table, path, clues=None, keep_heads="all", digest="test") -> Path:
+def extract(
+    model, tokenizer, table, path, clues=None, keep_heads="all", digest="test", head_spectra=False
+) -> Path:
+    """A store of ``table``'s prompts; with ``head_spectra`` the kept heads' singular values too."""
     inputs = attention.prompt_inputs(table, tokenizer, clues, keep_heads)
-    attention.extract(model, inputs, path, {"config_digest": digest}, progress=False)
+    attention.extract(
+        model, inputs, path, {"config_digest": digest}, progress=False, head_spectra=head_spectra
+    )
     return Path(path)
 
 
@@ -798,8 +803,10 @@ def _derived_arrays(group: zarr.Group) -> dict[str, tuple[tuple, np.ndarray]]:
             every,
             np.stack([promptgroup.word_maps(m, thesis_words)[0] for m in head_mean]),
         )
-        singular = np.stack([promptgroup.singular_values(layer) for layer in maps])
-        derived["singular_values"] = (kept, singular)
+        head_spectra = heads is not None and not np.isnan(group["singular_values"][:, :num_heads]).all()
+        spectra = maps if head_spectra else head_mean[:, None]  # the heads' only with attention.head_spectra
+        singular = np.stack([promptgroup.singular_values(layer) for layer in spectra])
+        derived["singular_values"] = (every if head_spectra else mean_only, singular)
         if heads is not None:
             total = heads[:, 0].astype(np.float32)
             for head in range(1, num_heads):

@@ -592,7 +592,9 @@ def test_capture_metrics_equal_the_store_pass(tiny_llama, sample_clues, tmp_path
     model, tokenizer = tiny_llama
     spec = {"category": "Animals", "k": k, "seed": 0}
     table = prompt_table(tokenizer, sample_clues, targets=["Ant", "Bee", "Fox"], spec=spec)
-    path = extract(model, tokenizer, table, tmp_path / "s.zarr", clue_table(table, tokenizer), ["ant"])
+    path = extract(
+        model, tokenizer, table, tmp_path / "s.zarr", clue_table(table, tokenizer), ["ant"], head_spectra=True
+    )
     epsilon = 0.1
     ranks, reference_choices = store_pass_tables(path, epsilon)
     got = metrics.metrics_table(path, epsilon)
@@ -620,7 +622,9 @@ def test_embedded_model_capture_metrics_equal_the_store_pass(embedded_model_dir,
     loaded = models.load_model(embedded_model_dir)
     spec = {"category": "Animals", "k": 3, "seed": 0}
     table = prompt_table(loaded.tokenizer, sample_clues, targets=["Ant", "Bee"], spec=spec)
-    path = extract(loaded.model, loaded.tokenizer, table, tmp_path / "s.zarr", keep_heads=["ant"])
+    path = extract(
+        loaded.model, loaded.tokenizer, table, tmp_path / "s.zarr", keep_heads=["ant"], head_spectra=True
+    )
     ranks, reference_choices = store_pass_tables(path, 0.1)
     got = metrics.metrics_table(path, 0.1)
     np.testing.assert_allclose(got[list(metrics.SPECTRAL)].to_numpy(), ranks, rtol=1e-5, atol=0)
@@ -929,3 +933,35 @@ def test_thesis_word_maps_are_the_notebooks_aggregation(tiny_mistral, sample_clu
     np.testing.assert_allclose(group["thesis_word_attn_sum"][...], reference, rtol=1e-6, atol=1e-7)
     tree = attention.open_attention(tmp_path / "s.zarr")
     assert list(tree["000"].query_thesis_word_text.values) == words
+
+
+# --- Only what is read (issue 40, item 4): the kept heads' singular values on request.
+
+
+def test_kept_heads_spectra_only_with_head_spectra(tiny_llama, sample_clues, tmp_path):
+    """By default (``attention.head_spectra: false``) the kept heads' singular values are NaN, so
+    are their rows' spectral ranks in the metrics table; every other array, the head means'
+    singular values included, equals a store that computed them."""
+    model, tokenizer = tiny_llama
+    table = prompt_table(tokenizer, sample_clues, targets=["Ant", "Bee"])
+    paths = {
+        spectra: extract(
+            model, tokenizer, table, tmp_path / f"{spectra}.zarr", keep_heads=["ant"], head_spectra=spectra
+        )
+        for spectra in (False, True)
+    }
+    default, full = (zarr.open_group(paths[s], mode="r") for s in (False, True))
+    for name in full.group_keys():
+        for array in full[name].array_keys():
+            if array != "singular_values":
+                np.testing.assert_array_equal(
+                    default[name][array][...], full[name][array][...], err_msg=array
+                )
+        sigma, full_sigma = default[name]["singular_values"][...], full[name]["singular_values"][...]
+        np.testing.assert_array_equal(sigma[:, -1], full_sigma[:, -1])
+        assert np.isnan(sigma[:, :-1]).all()
+    assert not np.isnan(full["000"]["singular_values"][...]).any()  # Ant keeps its heads
+    rows = metrics.metrics_table(paths[False])
+    heads = rows["head"] >= 0
+    assert rows.loc[heads, list(metrics.SPECTRAL)].isna().all().all()
+    assert rows.loc[~heads, list(metrics.SPECTRAL)].notna().all().all()

@@ -195,6 +195,7 @@ def extract(
     kernel: str = "eager",
     share_prefix: bool = True,
     with_values: bool = True,
+    head_spectra: bool = False,
 ) -> dict[str, int]:
     """Capture every prompt's attention maps into the Zarr store at ``path``.
 
@@ -205,7 +206,9 @@ def extract(
     (:func:`shared_prefix`) and each prompt from its end, behind a copy of its KV cache (the
     stored maps are the same; tested).
     ``with_values``: store the value-weighted maps beside the weights (``value_*`` arrays;
-    off only for the benchmark's share of them). Returns the counts of prompts computed and resumed.
+    off only for the benchmark's share of them). ``head_spectra``: also the singular values of the
+    kept heads (``attention.head_spectra``; the head means' are always computed).
+    Returns the counts of prompts computed and resumed.
     """
     config = model.config
     num_layers = config.num_hidden_layers
@@ -241,7 +244,9 @@ def extract(
         for prompt in tqdm(todo, desc="attention", unit="prompt", disable=not progress):
             ids = prompt.annotation.input_ids
             cosine = input_cosine(model, ids)
-            group = PromptGroup(tmp, prompt, cosine, num_layers, num_heads, with_metrics, workers, norms)
+            group = PromptGroup(
+                tmp, prompt, cosine, num_layers, num_heads, with_metrics, workers, norms, head_spectra
+            )
             group.create()
             sink, cache = group.add_layer, None
             if shared:

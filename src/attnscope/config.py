@@ -512,7 +512,7 @@ def check_results_dir(path: str | Path = "results", writable: bool = False) -> N
 # The config slices the rules pass through `params:`: a job reruns when its slice changes and only
 # then (a key outside every slice of a rule decides no output of it).
 
-ATTENTION_KEYS = ("append_clue", "keep_heads", "kernel", "share_prefix")
+ATTENTION_KEYS = ("append_clue", "head_spectra", "keep_heads", "kernel", "share_prefix")
 """The ``attention:`` keys an attention store depends on (``epsilon`` decides only the metrics)."""
 
 SPECTRA_KEYS = ("include_embeddings", "method", "device", "max_batch_mb", "randomize", "seed")

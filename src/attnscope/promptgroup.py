@@ -30,9 +30,9 @@ array                         dims                                   dtype
 
 ``map`` is the heads 0 … H−1, then the head mean at index H; ``metrics`` holds
 ``metrics.STREAMED`` of every map, ``singular_values`` the singular values (descending) of
-every stored map — the head mean, and the heads of the prompts in ``keep_heads`` (NaN for the
-others' heads) — and ``choices`` the head mean's ``choices.STORED`` (``n_queries``, then
-``choices.CHOICE_METRICS``) under each of ``choices.CHOICES``; the root attributes
+the head mean and, with ``attention.head_spectra``, of the heads of the prompts in
+``keep_heads`` (NaN for every other head) — and ``choices`` the head mean's ``choices.STORED``
+(``n_queries``, then ``choices.CHOICE_METRICS``) under each of ``choices.CHOICES``; the root attributes
 ``metrics``, ``choices`` and ``choice_metrics`` name those axes.
 
 The ``value_*`` arrays are the value-weighted maps (Kobayashi et al. 2020): per head
@@ -179,11 +179,12 @@ class PromptGroup:
         with_metrics: bool = True,
         workers: int = 1,
         value_norms: Callable[[int], torch.Tensor] | None = None,
+        head_spectra: bool = False,
     ):
         ann = prompt.annotation
         self.directory, self.prompt = store / prompt.group, prompt
         self.num_layers, self.num_heads, self.with_metrics = num_layers, num_heads, with_metrics
-        self.workers = workers
+        self.workers, self.head_spectra = workers, head_spectra
         self.cosine = cosine.astype(np.float16)
         self.layout = metrics.MapLayout(
             np.asarray(ann.token_shot), np.asarray(ann.token_segment), self.cosine
@@ -248,7 +249,8 @@ class PromptGroup:
         mean is the mean of the stored values, and no float32 copy of the layer is made), and,
         for the prompts that keep heads, transposed to heads-last chunk by chunk; the casts,
         sums and copies run in torch. The metrics follow: the streamed ones of every map, the
-        singular values of the stored heads, and the singular values and choices of the head
+        singular values of the stored heads (with ``head_spectra`` only: nothing downstream reads
+        them), and the singular values and choices of the head
         means once ``choice_step`` layers (or the last) are pending.
         """
         a = weights.to(torch.float16).cpu()
@@ -267,7 +269,7 @@ class PromptGroup:
             for head, head_map in enumerate(a.numpy()):
                 self.metrics[layer, head] = metrics.streamed_metrics(head_map, self.layout)
             self.metrics[layer, self.num_heads] = metrics.streamed_metrics(mean.numpy(), self.layout)
-            if self.attn is not None:
+            if self.attn is not None and self.head_spectra:
                 self.singular[layer, : self.num_heads] = singular_values(a, self.workers)
             self.pending.append((layer, mean.numpy()))
             if len(self.pending) == self.choice_step or layer == self.num_layers - 1:
