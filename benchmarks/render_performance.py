@@ -529,7 +529,12 @@ SECTIONS: dict[str, tuple[str, str, Callable[[Result], list[str]]]] = {
     "workflow": (
         "The default workflow",
         "A cold run of the default config in a fresh working directory (nothing cached), then the "
-        "same command again, which must run no job; per-rule job seconds from Snakemake's benchmark files.",
+        "same command again, which must run no job; per-rule job seconds from Snakemake's benchmark files, "
+        "and the critical path (the longest chain of jobs, each reading the one before). Computed only when "
+        "a config key asks, because no table, figure, claim or explorer view of the default run reads them: "
+        "the kept heads' singular values (`attention.head_spectra`; the metrics table's `effective_rank` and "
+        "`epsilon_rank` of head rows come from them) and the greedy clue under each knockout "
+        "(`knockout.greedy`).",
         workflow,
     ),
     "attention": (
