@@ -382,6 +382,31 @@ def knockout(r: Result) -> list[str]:
                 f"{e['speedup']:.2f}× ({e['max_abs_difference']:.1g})",
             ),
         ]
+    if "stage" in r:
+        st = r["stage"]
+        rows.append(
+            Row(
+                "stage: prompts, knockouts, edge sets",
+                f"{st['prompts']}, {st['knockouts']}, {st['edge_sets']}",
+            )
+        )
+        for route, label in (
+            ("before", "one job per knockout, before"),
+            ("per_knockout", "one job per knockout (prefix shared by both clues)"),
+            ("per_edge_set", "one job per edge set (every window)"),
+        ):
+            rows.append(
+                Row(
+                    f"stage: {label}, per prompt ({st[route]['jobs']} jobs)",
+                    f"{seconds(st[route]['s_per_prompt'])} ({st[route]['speedup']:.2f}×)",
+                )
+            )
+        rows.append(
+            Row(
+                "stage: model load per job; rows equal `before`'s bytes",
+                f"{seconds(st['model_load_s'])}; {st['rows_equal_before']}",
+            )
+        )
     return table(rows)
 
 
@@ -561,7 +586,13 @@ SECTIONS: dict[str, tuple[str, str, Callable[[Result], list[str]]]] = {
         "SmolLM2 (one thread, as the `knockout` rule runs): two whole forward passes per prompt "
         "against the positions before the first blocked query run once per prompt; routes "
         "alternating in one run. The rule also runs the prompts' common tokens once for all "
-        "prompts, which this script does not measure yet.",
+        "prompts, which the first rows do not measure. `stage`: every knockout of config.yaml on a "
+        "few prompts by the stage's routes, alternating edge set by edge set: before (one "
+        "`prompt_effects` call per knockout, the code of commit `--before`), one call per knockout, "
+        "and one call per edge set, whose windows share the unchanged model's passes. The workflow "
+        "runs one job per edge set: a changed window list reruns every edge set's job, which "
+        "costs about what one window's job did before (the shared passes dominate a job), so the "
+        "finer rerun was not worth a model start and those passes per window.",
         knockout,
     ),
     "spectra": (

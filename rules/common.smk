@@ -115,12 +115,16 @@ MODEL_THREADS = 4
 (never workflow.cores: a cluster run has no total core count)."""
 
 
-def model_resources(stage):
-    """mem_mb, runtime and gpu of a model job, for `resources: **model_resources("<rule>")`."""
+def model_resources(stage, variant=None):
+    """mem_mb, runtime and gpu of a model job, for `resources: **model_resources("<rule>")`;
+    ``variant``: the variant it loads where its wildcards name none (a knockout's: trained)."""
 
     def request(key):
         return lambda wildcards, input, attempt: getattr(
-            attnscope_resources.model_job(stage, config, PLAN, wildcards, input).for_attempt(attempt), key
+            attnscope_resources.model_job(
+                stage, config, PLAN, {**wildcards, "variant": variant} if variant else wildcards, input
+            ).for_attempt(attempt),
+            key,
         )
 
     return {key: request(key) for key in ("mem_mb", "runtime", "gpu")}

@@ -1,8 +1,10 @@
 # Attention knockout effects (docs/attention.md, "Knockout effects"): per model × experiment ×
 # knockout (edge set × layer window, `knockout:`), what blocking the edges does to the trained
 # model's clue; per model × experiment, the effects table (its figure: rule knockout_figure in
-# rules/figures.smk). Each knockout is its own job, so adding one to the config runs only it (and
-# the table that combines them).
+# rules/figures.smk). One job runs every window of one `knockout.edges` entry (a control with all
+# its seeds), sharing the unchanged model's passes: adding an edge set runs only its job (and the
+# table that combines them), a changed window list reruns every edge set's job
+# (docs/performance.md says why that is worth it).
 
 KNOCKOUTS = attnscope_variants.knockout_plan(
     config["knockout"],
@@ -20,27 +22,31 @@ KNOCKOUTS = attnscope_variants.knockout_plan(
 
 
 rule knockout:
-    """Per prompt: the trained clue's log-probability with and without the knockout (and, with
-    knockout.greedy, the knocked-out greedy clue scored against it)."""
+    """Per prompt: the trained clue's log-probability with and without each knockout of one edge
+    set (every window; and, with knockout.greedy, the knocked-out greedy clue scored against it)."""
     input:
         prompts=attnscope_paths.PROMPTS,
         clues=attnscope_paths.fill(attnscope_paths.CLUES, variant="trained"),
         manifest=attnscope_paths.MANIFEST,
     output:
         rows=attnscope_paths.KNOCKOUT,
+    wildcard_constraints:
+        knockouts=attnscope_variants.KNOCKOUT_SET_REGEX,
     params:
+        # every window of one knockout.edges entry
+        knockouts=lambda wc: attnscope_variants.knockout_sets(KNOCKOUTS[wc.model][wc.experiment])[wc.knockouts],
         greedy=lambda wc: config["knockout"]["greedy"],
         generation=lambda wc: attnscope_config.config_slice(config, "generation", ("max_new_tokens", "clean_up")),
         load=load_options,
     log:
-        "results/logs/knockout/{model}/{variant}/{experiment}.log",
+        "results/logs/knockout/{model}/{knockouts}/{experiment}.log",
     benchmark:
-        "results/benchmarks/knockout/{model}/{variant}/{experiment}.tsv"
-    # One thread (attnscope.knockout.clue_logprobs runs on one whatever it gets): the many small
-    # knockout jobs run side by side instead.
+        "results/benchmarks/knockout/{model}/{knockouts}/{experiment}.tsv"
+    # One thread (attnscope.knockout.clue_logprobs runs on one whatever it gets): the edge sets'
+    # jobs run side by side instead.
     threads: 1
     resources:
-        **model_resources("generate_clues"),
+        **model_resources("generate_clues", variant="trained"),
     script:
         "../scripts/knockout.py"
 
@@ -50,8 +56,8 @@ rule knockout_effects:
     the paired comparison with the random control."""
     input:
         rows=lambda wc: [
-            attnscope_paths.KNOCKOUT.format(model=wc.model, variant=variant, experiment=wc.experiment)
-            for variant in KNOCKOUTS[wc.model][wc.experiment]
+            attnscope_paths.KNOCKOUT.format(model=wc.model, knockouts=group, experiment=wc.experiment)
+            for group in attnscope_variants.knockout_sets(KNOCKOUTS[wc.model][wc.experiment])
         ],
     output:
         table=attnscope_paths.KNOCKOUT_EFFECTS,

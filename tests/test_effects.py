@@ -52,6 +52,20 @@ def test_knockout_names_parse_as_their_edge_set_and_window():
     assert effects.control_of(names, names[1]) == names[3] and effects.control_of(names, names[3]) is None
 
 
+def test_the_windows_of_an_edge_set_are_one_job():
+    names = variants.knockout_variants(OPTIONS, 20)
+    assert variants.knockout_sets(names) == {
+        "knockout-target-shotwords": names[:2],
+        "knockout-control-target-shotwords-s0-2": names[2:],
+    }
+    for group in variants.knockout_sets(names):
+        assert re.fullmatch(variants.KNOCKOUT_SET_REGEX, group)
+        assert not re.fullmatch(variants.WILDCARD_REGEX, group)  # no variant's name: no clash
+    assert not re.fullmatch(variants.KNOCKOUT_SET_REGEX, names[0])
+    with pytest.raises(ValueError, match="'knockout-target-shots' is not a knockout with a layer window"):
+        variants.knockout_sets(["knockout-target-shots"])
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

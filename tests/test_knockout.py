@@ -6,6 +6,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from transformers import DynamicCache
@@ -452,3 +453,55 @@ def test_clue_logprob_has_the_same_bytes_on_any_thread_count(prepared_tiny_mistr
     finally:
         torch.set_num_threads(previous)
     assert got[0] == got[1] == got[2]
+
+
+STAGE = ["knockout-target-shots-L0-0", "knockout-target-shots-L1-1", "knockout-target-shots-L0-1",
+         "knockout-control-target-shots-s0-1-L0-0", "knockout-across-shots-L0-0"]  # fmt: skip
+"""Windows of one edge set, its control and another set: what one knockout job runs together."""
+
+
+def test_knockouts_run_together_have_the_bytes_of_each_alone_and_whole_passes_values(
+    tiny_llama, sample_clues
+):
+    """Several knockouts in one call share the unchanged model's passes (its maps, each prompt's
+    positions before the first blocked query, the unchanged context's scores): every row has the
+    bytes of the knockout run alone, and its log-probabilities are those of whole forward passes
+    over prompt and clue (to 1e-5), its blocked mass that of its own window's maps."""
+    model, tokenizer = tiny_llama
+    table = prompts.build_prompts(sample_clues, "animals-k3", SPEC, ["Ant", "Bee"], tokenizer)
+    made = generation.generate(model, tokenizer, list(table["input_ids"]), 6, batch_size=1, progress=False)
+    clues = generation.clue_table(table, made)
+    together = knockout.prompt_effects(model, tokenizer, table, clues, STAGE, greedy=False)
+    alone = [knockout.prompt_effects(model, tokenizer, table, clues, name, greedy=False) for name in STAGE]
+    assert together["variant"].tolist() == [
+        name for name, rows in zip(STAGE, alone) for _ in range(len(rows))
+    ]
+    for name, rows in zip(STAGE, alone, strict=True):
+        got = together[together["variant"] == name].reset_index(drop=True)
+        assert got.equals(rows)
+    fmt = prompts.table_format(table)
+    for row in together.itertuples():
+        prompt = table[table["prompt_index"] == row.prompt_index].iloc[0]
+        prompt_ids = [int(i) for i in prompt["input_ids"]]
+        annotation = prompts.prompt_annotation(prompt)
+        parsed = variants.parse(row.variant)
+        seed = None if pd.isna(row.seed) else int(row.seed)
+        blocked = knockout.blocked_edges(annotation, len(prompt_ids), parsed, seed)
+        blocker = knockout.Knockout(model, blocked, knockout.layer_range(parsed))
+        clue_ids = [int(i) for i in clues.set_index("prompt_index").loc[row.prompt_index, "generated_ids"]]
+        scored = {
+            "": clue_ids,
+            "reference_": knockout.reference_ids(tokenizer, fmt, prompt["reference_clue"]),
+        }
+        for p, ids in scored.items():
+            before, after = knockout.clue_logprobs(model, prompt_ids, ids, [None, blocker])  # whole passes
+            np.testing.assert_allclose(
+                [getattr(row, f"{p}logprob_trained"), getattr(row, f"{p}logprob_knockout")],
+                [before.sum(), after.sum()],
+                rtol=0,
+                atol=1e-5,
+            )
+        sequence = prompt_ids + clue_ids
+        maps = knockout.layer_maps(model, sequence, knockout.layer_range(parsed))
+        assert row.blocked_mass == knockout.blocked_mass(maps, blocked.dense(len(sequence)))
+    assert together["delta_total"].abs().min() > 1e-4  # every knockout matters, beyond the tolerance

@@ -117,8 +117,10 @@ def test_one_alpha_added_runs_only_that_variant(finished_run):
 
 
 def test_one_knockout_added_runs_only_that_knockout(finished_run):
-    """A new edge set in knockout.edges: its knockout job and the tables that combine it, nothing
-    of the other knockouts; a change of the control seed reruns only the controls."""
+    """A new edge set in knockout.edges: its knockout job (every window of the set) and the tables
+    that combine it, nothing of the other knockouts; a change of the control seed reruns only the
+    controls; a window added reruns every edge set's job (one job runs all windows of a set) and
+    what combines them, no other job."""
 
     def add_edges(config):
         edges = ["target-shots", "target-shotwords", "across-shots", "control-target-shots",
@@ -126,15 +128,16 @@ def test_one_knockout_added_runs_only_that_knockout(finished_run):
         config["knockout"] = {"edges": edges}
 
     planned, jobs = run_after(finished_run, add_edges)
-    added = ("knockout", f"model={MODEL}, variant=knockout-target-shotclues-L0-1, experiment=animals-k2")
+    added = ("knockout", f"model={MODEL}, knockouts=knockout-target-shotclues, experiment=animals-k2")
     assert planned == with_aggregates([added], jobs)
     assert ("knockout_effects", f"model={MODEL}, experiment=animals-k2") in planned
     planned, jobs = run_after(finished_run, set_key("knockout", {"control_seeds": 3}))
-    controls = [
-        f"variant=knockout-control-{edges}-s0-2-L0-1" for edges in ("target-shots", "target-shotwords")
-    ]
+    controls = [f"knockouts=knockout-control-{edges}-s0-2" for edges in ("target-shots", "target-shotwords")]
     rerun = sorted(job for control in controls for job in having(jobs, control))
     assert planned == with_aggregates(rerun, jobs) and all(having(planned, c) for c in controls)
+    planned, jobs = run_after(finished_run, set_key("knockout", {"windows": [[0, 1], [1, 1]]}))
+    sets = having(jobs, rules=("knockout",))
+    assert len(sets) == 5 and planned == with_aggregates(sets, jobs)
 
 
 def test_one_k_changed_runs_only_that_experiment(finished_run):

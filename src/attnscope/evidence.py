@@ -98,7 +98,7 @@ def evidence_layout(
     (config names, pooled); ``runs`` maps every experiment of the run to its ``variants``,
     ``seed`` and ``replicate_group`` (the config name its shot-seed replicates share);
     ``knockouts``: model → experiment → its knockout variants (those of the reference
-    experiments' draws are read)."""
+    experiments' draws are read, from one file per edge set)."""
     replicates = [name for name, e in runs.items() if e["replicate_group"] in experiments]
     randoms = variant_names.random_variants(spectra_variants)
 
@@ -129,10 +129,10 @@ def evidence_layout(
             "manifest": paths.MANIFEST.format(model=model),
             "thesis_model": model in set(thesis_models),
             "knockout": [
-                [variant, name, paths.KNOCKOUT.format(model=model, variant=variant, experiment=name)]
+                [group, name, paths.KNOCKOUT.format(model=model, knockouts=group, experiment=name)]
                 for name, names in (knockouts or {}).get(model, {}).items()
                 if name in replicates
-                for variant in names
+                for group in variant_names.knockout_sets(names)
             ],
         }
     return layout

@@ -42,6 +42,7 @@ from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -328,6 +329,35 @@ def first_blocked_query(blocked: BlockedEdges) -> int:
     return len(blocked.continuation) if blocked.continuation.any() else np.iinfo(np.int64).max
 
 
+def context_prefix(
+    model: PreTrainedModel,
+    prompt_ids: Sequence[int],
+    shared: int,
+    prefix: generation.Prefix | None = None,
+) -> generation.Prefix:
+    """The KV cache of the prompt's first ``shared`` positions (at most the prompt's but one), the
+    context every knockout whose first blocked query is ``shared`` or later continues from
+    (:func:`clue_logprobs`, which copies it per context): ``prefix`` itself when it holds them
+    all, else a copy of it (the prompt's first tokens) continued on one torch thread."""
+    ids = [int(i) for i in prompt_ids]
+    shared = max(0, min(shared, len(ids) - 1))
+    cached = prefix.ids if prefix is not None else []
+    done = len(cached)
+    if done > shared or ids[:done] != cached:
+        raise ValueError(
+            f"clue_logprobs: the prefix ({done} tokens) is not the prompt's first tokens before "
+            f"position {shared}"
+        )
+    if prefix is not None and done == shared:
+        return prefix
+    cache = copy.deepcopy(prefix.cache) if prefix is not None else DynamicCache()
+    if shared > done:
+        with torch.inference_mode(), models.torch_threads(1):
+            own = torch.tensor([ids[done:shared]], device=next(model.parameters()).device)
+            model(input_ids=own, cache=cache, logits_to_keep=1)
+    return generation.Prefix(ids[:shared], cache)
+
+
 def clue_logprobs(
     model: PreTrainedModel,
     prompt_ids: Sequence[int],
@@ -341,34 +371,23 @@ def clue_logprobs(
     positions (at most the prompt's but one) run once, into a KV cache each context continues
     from: pass the first position a knockout blocks (:func:`first_blocked_query`), before which
     it changes nothing. ``prefix`` (:func:`attnscope.generation.prefill_prefix` of the prompt's
-    first tokens, at most ``shared`` of them, run on one thread) is continued from instead of
-    running them again, so prompts that begin alike share it. On one torch thread: how many
-    threads split a matmul changes its rounding, so a cluster job and a laptop would write
-    different bytes."""
+    first tokens, at most ``shared`` of them, run on one thread; or :func:`context_prefix`) is
+    continued from instead of running them again, so prompts that begin alike, and the clues
+    scored after one prompt, share it. On one torch thread: how many threads split a matmul
+    changes its rounding, so a cluster job and a laptop would write different bytes."""
     if not clue_ids:
         raise ValueError("clue_logprobs: the clue has no tokens")
+    context = context_prefix(model, prompt_ids, shared, prefix)
     ids = [int(i) for i in prompt_ids] + [int(i) for i in clue_ids]
-    shared = max(0, min(shared, len(prompt_ids) - 1))
-    cached = prefix.ids if prefix is not None else []
-    cache = copy.deepcopy(prefix.cache) if prefix is not None else DynamicCache()
-    done = len(cached)
-    if done > shared or ids[:done] != cached:
-        raise ValueError(
-            f"clue_logprobs: the prefix ({done} tokens) is not the prompt's first tokens before "
-            f"position {shared}"
-        )
     device = next(model.parameters()).device
     targets = torch.tensor(ids[len(prompt_ids) :], device=device)[:, None]
     out = []
     with torch.inference_mode(), models.torch_threads(1):
-        if shared > done:
-            own = torch.tensor([ids[done:shared]], device=device)
-            model(input_ids=own, cache=cache, logits_to_keep=1)
         for knockout in knockouts:
             with knockout or nullcontext():
                 logits = model(
-                    input_ids=torch.tensor([ids[shared:-1]], device=device),
-                    cache=copy.deepcopy(cache),
+                    input_ids=torch.tensor([ids[len(context.ids) : -1]], device=device),
+                    cache=copy.deepcopy(context.cache),
                     logits_to_keep=len(clue_ids),
                 ).logits[0]
             logprobs = torch.log_softmax(logits.float(), dim=-1)
@@ -398,77 +417,124 @@ def prompt_effects(
     tokenizer: PreTrainedTokenizerBase,
     prompt_table: pd.DataFrame,
     trained_clues: pd.DataFrame,
-    variant: str,
+    variant: str | Sequence[str],
     greedy: bool = True,
     max_new_tokens: int = 32,
     clean_up: str = "attnscope",
 ) -> pd.DataFrame:
-    """Per prompt (and per seed of a control, ``seed``), what the knockout ``variant`` does: for the
-    trained model's greedy clue (its rows of ``trained_clues``, by ``prompt_index``) and for the
-    reference clue (its ``reference_clue``, as the shots show a clue; NaN where there is none; the
-    columns of :data:`attnscope.variants.KNOCKOUT_CLUES`' prefix) the log-probability under teacher
-    forcing without and with the knockout (``logprob_trained``, ``logprob_knockout``: sums over
+    """Per knockout ``variant`` (one name, or several: the windows of one edge set), per prompt
+    (and per seed of a control, ``seed``), what the knockout does: for the trained model's greedy
+    clue (its rows of ``trained_clues``, by ``prompt_index``) and for the reference clue (its
+    ``reference_clue``, as the shots show a clue; NaN where there is none; the columns of
+    :data:`attnscope.variants.KNOCKOUT_CLUES`' prefix) the log-probability under teacher forcing
+    without and with the knockout (``logprob_trained``, ``logprob_knockout``: sums over
     ``n_clue_tokens`` tokens) and their differences (``delta_total``, ``delta_token``: the mean
     per token); the edges blocked (``n_blocked``) and the attention mass the model without the
     knockout gives them in the knockout's layers, over the prompt and the greedy clue
     (``blocked_mass``, :func:`blocked_mass`); with ``greedy``, the knocked-out greedy clue (``clue``)
     and its :data:`attnscope.effects.GREEDY` scores against the trained clue (chrF as
-    :func:`attnscope.generation.clue_table` scores it against a reference)."""
-    parsed = variants.parse(variant)
-    seeds = parsed.seeds or (None,)
-    layers = layer_range(parsed)
+    :func:`attnscope.generation.clue_table` scores it against a reference).
+
+    Several knockouts share every pass that does not depend on their layers: the unchanged
+    model's maps (one capture of all their layers), each prompt's positions before its first
+    blocked query (:func:`context_prefix`, once for both clues) and the unchanged context's
+    scores. Each pass is the one a knockout run alone makes, so the rows have the same bytes;
+    the knockouts' rows follow in their order."""
+    names = [variant] if isinstance(variant, str) else list(variant)
+    parsed = [variants.parse(name) for name in names]
+    seeds = [p.seeds or (None,) for p in parsed]
+    layers = [layer_range(p) for p in parsed]
     trained = trained_clues.set_index("prompt_index")
     fmt = prompts.table_format(prompt_table)
-    rows, generations = [], []
     all_ids = [[int(i) for i in ids] for ids in prompt_table["input_ids"]]
-    blockers = [
+    annotations = [prompts.prompt_annotation(row) for _, row in prompt_table.iterrows()]
+    blockers = [  # [prompt][knockout][seed]
         [
-            Knockout(model, blocked_edges(prompts.prompt_annotation(row), len(ids), parsed, seed), layers)
-            for seed in seeds
+            [Knockout(model, blocked_edges(annotation, len(ids), p, seed), window) for seed in drawn]
+            for p, drawn, window in zip(parsed, seeds, layers, strict=True)
         ]
-        for (_, row), ids in zip(prompt_table.iterrows(), all_ids, strict=True)
+        for annotation, ids in zip(annotations, all_ids, strict=True)
     ]
-    firsts = [min(first_blocked_query(b.blocked) for b in prompt) for prompt in blockers]
-    # The prompts' common tokens before every first blocked query: run once for all of them.
+    firsts = [
+        [min(first_blocked_query(b.blocked) for b in seeded) for seeded in prompt] for prompt in blockers
+    ]
+    # Per knockout, the prompts' common tokens before every first blocked query, run once for
+    # all prompts (knockouts with the same first blocked queries share it).
+    common = generation.shared_prefix_length(all_ids)
+    starts = [min(common, *(prompt[k] for prompt in firsts)) for k in range(len(names))]
     with models.torch_threads(1):
-        prefix = generation.prefill_prefix(
-            model, all_ids[0][: min(generation.shared_prefix_length(all_ids), *firsts)]
-        )
+        prefixes = {n: generation.prefill_prefix(model, all_ids[0][:n]) for n in set(starts)}
+    wanted = sorted(set().union(*layers))  # one capture of every knockout's layers
+    rows: list[list[dict[str, Any]]] = [[] for _ in names]
+    generations: list[list[generation.Generation]] = [[] for _ in names]
     for (_, row), prompt_ids, knockouts, first in zip(prompt_table.iterrows(), all_ids, blockers, firsts):
         clues = {
             "": [int(i) for i in trained.loc[row["prompt_index"], "generated_ids"]],
             "reference_": reference_ids(tokenizer, fmt, row["reference_clue"]),
         }
-        scored = {
-            p: clue_logprobs(model, prompt_ids, ids, [None, *knockouts], first, prefix)
-            for p, ids in clues.items()
-            if ids
-        }
+        scored: list[dict[str, list[np.ndarray]]] = [{} for _ in names]  # [knockout][clue][context]
+        for start, shared in dict.fromkeys(zip(starts, first)):
+            group = [k for k in range(len(names)) if (starts[k], first[k]) == (start, shared)]
+            context = context_prefix(model, prompt_ids, shared, prefixes[start])
+            for p, ids in clues.items():
+                if not ids:
+                    continue
+                unchanged, *changed = clue_logprobs(
+                    model, prompt_ids, ids, [None, *(b for k in group for b in knockouts[k])], shared, context
+                )
+                per_knockout = iter(changed)
+                for k in group:
+                    scored[k][p] = [unchanged, *islice(per_knockout, len(knockouts[k]))]
         sequence = prompt_ids + clues[""]
-        maps = layer_maps(model, sequence, layers)
-        for i, (seed, blocker) in enumerate(zip(seeds, knockouts)):
-            dense = blocker.blocked.dense(len(sequence))
-            found = {"seed": seed, "n_blocked": int(dense.sum()), "blocked_mass": blocked_mass(maps, dense)}
-            for p in variants.KNOCKOUT_CLUES:
-                found |= _scores(p, scored[p][0], scored[p][i + 1]) if p in scored else {}
-            rows.append(found)
-            if greedy:
-                with blocker:
-                    generations += generation.generate(
-                        model, tokenizer, [prompt_ids], max_new_tokens, batch_size=1, progress=False,
-                        end_marker=fmt.end_marker, clean_up=clean_up,
-                    )  # fmt: skip
+        maps = dict(zip(wanted, layer_maps(model, sequence, wanted), strict=True))
+        for k, seeded in enumerate(knockouts):
+            window = [maps[layer] for layer in layers[k]]
+            for i, (seed, blocker) in enumerate(zip(seeds[k], seeded)):
+                dense = blocker.blocked.dense(len(sequence))
+                found = {
+                    "seed": seed,
+                    "n_blocked": int(dense.sum()),
+                    "blocked_mass": blocked_mass(window, dense),
+                }
+                for p in variants.KNOCKOUT_CLUES:
+                    found |= _scores(p, scored[k][p][0], scored[k][p][i + 1]) if p in scored[k] else {}
+                rows[k].append(found)
+                if greedy:
+                    with blocker:
+                        generations[k] += generation.generate(
+                            model, tokenizer, [prompt_ids], max_new_tokens, batch_size=1, progress=False,
+                            end_marker=fmt.end_marker, clean_up=clean_up,
+                        )  # fmt: skip
+    return pd.concat(
+        [
+            _effects_table(prompt_table, trained, name, len(drawn), found, made if greedy else None)
+            for name, drawn, found, made in zip(names, seeds, rows, generations, strict=True)
+        ],
+        ignore_index=True,
+    )
+
+
+def _effects_table(
+    prompt_table: pd.DataFrame,
+    trained: pd.DataFrame,
+    variant: str,
+    n_seeds: int,
+    rows: list[dict[str, Any]],
+    generations: list[generation.Generation] | None,
+) -> pd.DataFrame:
+    """One knockout's rows of :func:`prompt_effects`: the prompts' keys, its ``rows`` and, where
+    it decoded (``generations``), the greedy clues' scores against the trained clue."""
     table = (
         prompt_table[["prompt_index", "prompt_id", "experiment", "target"]]
-        .loc[prompt_table.index.repeat(len(seeds))]
+        .loc[prompt_table.index.repeat(n_seeds)]
         .reset_index(drop=True)
     )
     table = pd.concat([table.assign(variant=variant), pd.DataFrame(rows)], axis=1)
     table["seed"] = table["seed"].astype("Int64")
-    if greedy:
+    if generations is not None:
         trained_clue = trained.loc[table["prompt_index"], "clue"].to_numpy()
         scored_clues = generation.clue_table(
-            prompt_table.loc[prompt_table.index.repeat(len(seeds))].assign(reference_clue=trained_clue),
+            prompt_table.loc[prompt_table.index.repeat(n_seeds)].assign(reference_clue=trained_clue),
             generations,
         )
         table["trained_clue"] = trained_clue

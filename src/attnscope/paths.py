@@ -70,8 +70,9 @@ ROLLOUT_FIGURE = f"results/figures/{RUN}_rollout"
 VALUE_ROLLOUT_FIGURE = f"results/figures/{RUN}_rollout_value"
 """The rollout of the value-weighted maps (``ROLLOUT_FIGURE``: of the weights)."""
 
-KNOCKOUT = f"results/knockout/{RUN}.parquet"
-"""One knockout (a knockout variant) on one experiment: its per-prompt effects."""
+KNOCKOUT = "results/knockout/{model}/{knockouts}/{experiment}.parquet"
+"""The knockouts of one ``knockout.edges`` entry (every window: one job,
+:func:`attnscope.variants.knockout_sets`) on one experiment: their per-prompt effects."""
 KNOCKOUT_EFFECTS = "results/knockout/{model}/{experiment}.parquet"
 KNOCKOUT_EFFECTS_MD = "results/knockout/{model}/{experiment}.md"
 KNOCKOUT_FIGURE = "results/figures/{model}/{experiment}_knockout"

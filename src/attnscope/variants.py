@@ -188,13 +188,31 @@ def windows(options: Mapping[str, Any], num_layers: int) -> list[tuple[int, int]
 def knockout_name(edges: str, seeds: int, window: tuple[int, int]) -> str:
     """The variant name of one ``knockout.edges`` entry in ``window``: a control draws ``seeds``
     seeds, 0 … seeds − 1, in one job."""
-    first, last = window
     if not edges.startswith(CONTROL_PREFIX):
-        return f"knockout-{edges}-L{first}-{last}"
-    if seeds < 1:
+        name = f"knockout-{edges}"
+    elif seeds < 1:
         raise ValueError(f"knockout.control_seeds: {seeds}; a control needs at least one seed")
-    drawn = "s0" if seeds == 1 else f"s0-{seeds - 1}"
-    return f"knockout-{edges}-{drawn}-L{first}-{last}"
+    else:
+        name = f"knockout-{edges}-{'s0' if seeds == 1 else f's0-{seeds - 1}'}"
+    first, last = window
+    return f"{name}-L{first}-{last}"
+
+
+KNOCKOUT_SET_REGEX = re.sub(r"\(\?P<\w+>", "(?:", PATTERNS["knockout"].pattern.removesuffix(_RANGE))
+"""A knockout's name without its window (:func:`knockout_sets`), for the Snakefile's wildcard_constraints."""
+
+
+def knockout_sets(names: Sequence[str]) -> dict[str, list[str]]:
+    """Knockout variant names grouped by their name without the window (``knockout-{edges}``, a
+    control's with its seeds: one ``knockout.edges`` entry), in their order: the knockouts one job
+    runs together, sharing the unchanged model's passes (:func:`attnscope.knockout.prompt_effects`)."""
+    sets: dict[str, list[str]] = {}
+    for name in names:
+        match = PATTERNS["knockout"].fullmatch(name)
+        if match is None or match["first"] is None:
+            raise ValueError(f"{name!r} is not a knockout with a layer window")
+        sets.setdefault(name[: match.start("first") - 2], []).append(name)
+    return sets
 
 
 def knockout_variants(options: Mapping[str, Any], num_layers: int) -> list[str]:
