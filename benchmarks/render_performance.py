@@ -382,7 +382,7 @@ def knockout(r: Result) -> list[str]:
                 f"{e['speedup']:.2f}× ({e['max_abs_difference']:.1g})",
             ),
         ]
-    if "stage" in r:
+    if r.get("stage"):
         st = r["stage"]
         rows.append(
             Row(
