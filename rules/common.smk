@@ -115,17 +115,20 @@ MODEL_THREADS = 4
 (never workflow.cores: a cluster run has no total core count)."""
 
 
-def model_resources(stage, variant=None):
+def model_resources(stage, variant=None, runs=None):
     """mem_mb, runtime and gpu of a model job, for `resources: **model_resources("<rule>")`;
-    ``variant``: the variant it loads where its wildcards name none (a knockout's: trained)."""
+    ``variant``: the variant it loads where its wildcards name none (a knockout's: trained);
+    ``runs``: wildcards → how many runs of that stage's work the job makes (its runtime scales)."""
 
     def request(key):
-        return lambda wildcards, input, attempt: getattr(
-            attnscope_resources.model_job(
+        def value(wildcards, input, attempt):
+            resources = attnscope_resources.model_job(
                 stage, config, PLAN, {**wildcards, "variant": variant} if variant else wildcards, input
-            ).for_attempt(attempt),
-            key,
-        )
+            ).for_attempt(attempt)
+            scale = runs(wildcards) if runs is not None and key == "runtime" else 1
+            return getattr(resources, key) * scale
+
+        return value
 
     return {key: request(key) for key in ("mem_mb", "runtime", "gpu")}
 

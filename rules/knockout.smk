@@ -46,7 +46,16 @@ rule knockout:
     # jobs run side by side instead.
     threads: 1
     resources:
-        **model_resources("generate_clues", variant="trained"),
+        # a teacher-forced knockout pass costs no more than generating the clue: one generation's
+        # runtime per knockout of the job (every window, every control seed)
+        **model_resources(
+            "generate_clues",
+            variant="trained",
+            runs=lambda wc: sum(
+                max(1, len(attnscope_variants.parse(name).seeds))
+                for name in attnscope_variants.knockout_sets(KNOCKOUTS[wc.model][wc.experiment])[wc.knockouts]
+            ),
+        ),
     script:
         "../scripts/knockout.py"
 

@@ -186,3 +186,27 @@ def test_cuda_without_gpu_fails_before_any_job(tmp_path):
     assert dry.returncode == 0, dry.stderr[-3000:]
     generate = re.findall(r"rule generate_clues:.*?resources: ([^\n]*)", dry.stdout, re.S)
     assert generate and all("gpu=1" in line for line in generate)
+
+
+def test_a_knockout_job_asks_for_one_generation_runtime_per_knockout(tmp_path):
+    """One knockout job runs every window of its edge set (a control every seed too): its runtime
+    is the trained clue generation's once per knockout, so a control of 5 seeds asks 5× its set's."""
+    import yaml
+
+    config = workflow_config()
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    dry = subprocess.run(
+        [*snakemake_command(tmp_path), "-n", "--cores", "2", "knockouts"], capture_output=True, text=True, timeout=300
+    )
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    runtime = {
+        knockouts: int(minutes)
+        for knockouts, minutes in re.findall(
+            r"rule knockout:.*?knockouts=([\w-]+),.*?runtime=(\d+)", dry.stdout, re.S
+        )
+    }
+    generate = int(re.search(r"rule generate_clues:.*?variant=trained,.*?runtime=(\d+)", dry.stdout, re.S)[1])
+    windows, seeds = 3, config["knockout"]["control_seeds"]  # SmolLM2's 30 layers in windows of 10
+    assert runtime["knockout-target-shots"] == windows * generate
+    assert runtime["knockout-control-target-shots-s0-4"] == seeds * windows * generate
+    assert len(runtime) == len(config["knockout"]["edges"])
