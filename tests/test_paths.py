@@ -16,7 +16,8 @@ PATTERNS = {name: value for name, value in vars(paths).items() if name.isupper()
 def test_patterns_lie_under_results_with_the_run_wildcards(name):
     pattern = PATTERNS[name]
     fields = {field for _, field, _, _ in string.Formatter().parse(pattern) if field is not None}
-    assert fields <= {"model", "variant", "experiment"}, f"{name}: {fields}"
+    # knockouts: the knockout job's (every window of one knockout.edges entry, rules/knockout.smk)
+    assert fields <= {"model", "variant", "experiment", "knockouts"}, f"{name}: {fields}"
     assert name == "RUN" or pattern == paths.RESULTS or pattern.startswith(f"{paths.RESULTS}/")
 
 
