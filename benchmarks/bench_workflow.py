@@ -2,6 +2,7 @@
 
     python benchmarks/bench_workflow.py [--cores 2] [--workdir DIR] [--compare DIR] [--config FILE]
     python benchmarks/bench_workflow.py --profile DIR     # only the profile of a finished run
+    python benchmarks/bench_workflow.py --profile DIR --compare REF  # add the comparison to DIR's JSON
 
 Runs `snakemake --cores N` on this checkout's config.yaml (or ``--config FILE``, e.g.
 config/examples/two_models.yaml, in its place: benchmarks/out/workflow-{stem}.json) and sample
@@ -244,6 +245,18 @@ def profile(workdir: Path) -> dict:
     }
 
 
+def comparison(workdir: Path, reference: Path, tolerance_args: list[str]) -> dict:
+    """The outputs of the run in ``workdir`` against the earlier run in ``reference`` (within
+    ``TOLERANCES`` and ``--tolerance NAME=ABS``), and the earlier run's profile."""
+    tolerances = TOLERANCES | dict(_tolerance(text) for text in tolerance_args)
+    return {
+        "compared_with": str(reference),
+        "compared_profile": profile(reference),
+        "tolerances": tolerances,
+        "differences": differences(workdir / "results", reference / "results", tolerances),
+    }
+
+
 def _tolerance(text: str) -> tuple[str, float]:
     name, _, value = text.partition("=")
     try:
@@ -269,6 +282,17 @@ def main() -> None:
         "--profile", type=Path, help="only print the profile of this finished run's directory"
     )
     args = parser.parse_args()
+    if args.profile and args.compare:  # the cold run finished before the reference did
+        result_path = Path(__file__).resolve().parent / "out" / (
+            f"workflow-{args.config.stem}.json" if args.config else "workflow.json"
+        )
+        result = json.loads(result_path.read_text())
+        if Path(result["workdir"]) != args.profile:
+            raise SystemExit(f"{result_path} holds the run in {result['workdir']}, not {args.profile}")
+        result |= comparison(args.profile, args.compare, args.tolerance)
+        result_path.write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps({key: result[key] for key in ("compared_with", "tolerances", "differences")}, indent=2))
+        return
     if args.profile:
         print(json.dumps(profile(args.profile), indent=2))
         return
@@ -296,14 +320,7 @@ def main() -> None:
         "cold_run_profile": profile(workdir),
     }
     if args.compare:
-        tolerances = TOLERANCES | dict(_tolerance(text) for text in args.tolerance)
-        diffs = differences(workdir / "results", args.compare / "results", tolerances)
-        result |= {
-            "compared_with": str(args.compare),
-            "compared_profile": profile(args.compare),
-            "tolerances": tolerances,
-            "differences": diffs,
-        }
+        result |= comparison(workdir, args.compare, args.tolerance)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from common import write  # here: it loads torch, which the tests of the functions above need not
 
