@@ -729,6 +729,7 @@ def completed_groups(partial: Path) -> int:
     return done
 
 
+@pytest.mark.integration  # a fresh interpreter and three extractions; the unit form: the test below
 def test_killed_write_leaves_no_store_and_a_rerun_completes_it(prepared_tiny_mistral, sample_clues, tmp_path):
     loaded = models.load_model(prepared_tiny_mistral)
     table = prompt_table(loaded.tokenizer, sample_clues, targets=["Ant", "Bee", "Fox", "Raven", "Dog"])
