@@ -85,7 +85,11 @@ def _moved(name: str, mine: np.ndarray, theirs: np.ndarray, tolerances: dict[str
         return None
     delta = np.abs(mine.astype(np.float64) - theirs.astype(np.float64))
     largest = float(np.nanmax(delta)) if np.isfinite(delta).any() else float("nan")
-    if name in tolerances and np.array_equal(np.isnan(mine), np.isnan(theirs)) and largest <= tolerances[name]:
+    if (
+        name in tolerances
+        and np.array_equal(np.isnan(mine), np.isnan(theirs))
+        and largest <= tolerances[name]
+    ):
         return None
     return f"max |Δ| {largest:.3g}" + (f" > {tolerances[name]:g}" if name in tolerances else "")
 
@@ -94,7 +98,8 @@ def _table_moves(path: Path, other: Path, tolerances: dict[str, float]) -> list[
     """What differs between two Parquet tables, column by column (``[]``: equal up to the tolerances)."""
     mine, theirs = pd.read_parquet(path), pd.read_parquet(other)
     if list(mine.columns) != list(theirs.columns) or len(mine) != len(theirs):
-        return [f"columns or rows differ ({len(mine)} × {list(mine.columns)} against {len(theirs)} × {list(theirs.columns)})"]
+        shapes = [f"{len(t)} × {list(t.columns)}" for t in (mine, theirs)]
+        return [f"columns or rows differ ({shapes[0]} against {shapes[1]})"]
     moves = []
     for column in mine.columns:
         a, b = mine[column].to_numpy(), theirs[column].to_numpy()
@@ -202,7 +207,9 @@ def critical_path(workdir: Path, log: Path) -> list[dict]:
         producer.update({path: index for path in job["output"]})
     chain, at = [], max(range(len(jobs)), key=lambda j: finish[j], default=None)
     while at is not None:
-        chain.append({"rule": jobs[at]["rule"], "benchmark": jobs[at]["benchmark"], "s": round(jobs[at]["s"], 1)})
+        chain.append(
+            {"rule": jobs[at]["rule"], "benchmark": jobs[at]["benchmark"], "s": round(jobs[at]["s"], 1)}
+        )
         at = before[at]
     return chain[::-1]
 
@@ -283,15 +290,19 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.profile and args.compare:  # the cold run finished before the reference did
-        result_path = Path(__file__).resolve().parent / "out" / (
-            f"workflow-{args.config.stem}.json" if args.config else "workflow.json"
+        result_path = (
+            Path(__file__).resolve().parent
+            / "out"
+            / (f"workflow-{args.config.stem}.json" if args.config else "workflow.json")
         )
         result = json.loads(result_path.read_text())
         if Path(result["workdir"]) != args.profile:
             raise SystemExit(f"{result_path} holds the run in {result['workdir']}, not {args.profile}")
         result |= comparison(args.profile, args.compare, args.tolerance)
         result_path.write_text(json.dumps(result, indent=2) + "\n")
-        print(json.dumps({key: result[key] for key in ("compared_with", "tolerances", "differences")}, indent=2))
+        print(
+            json.dumps({key: result[key] for key in ("compared_with", "tolerances", "differences")}, indent=2)
+        )
         return
     if args.profile:
         print(json.dumps(profile(args.profile), indent=2))

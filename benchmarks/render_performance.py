@@ -347,8 +347,8 @@ def model_load(r: Result) -> list[str]:
         rows.append(
             Row(
                 "the cache's weights read: `from_pretrained` / assigned to a skeleton built without init",
-                f"{seconds(r['weights_read.from_pretrained_s'])} / {seconds(r['weights_read.assign_safetensors_s'])}"
-                f" ({r['weights_read.speedup']:.1f}×)",
+                f"{seconds(r['weights_read.from_pretrained_s'])} / "
+                f"{seconds(r['weights_read.assign_safetensors_s'])} ({r['weights_read.speedup']:.1f}×)",
             )
         )
     if r.get("job_start"):
@@ -357,8 +357,8 @@ def model_load(r: Result) -> list[str]:
             Row(
                 f"a model job's start, {label}: commit `{start['baseline_commit']}` → this one "
                 f"(median of {start['starts']} fresh processes each, alternating)",
-                f"{seconds(start['baseline'][key]['median'])} → {seconds(start['this_checkout'][key]['median'])}"
-                f" ({start['speedup_median'][key]:.2f}×)",
+                f"{seconds(start['baseline'][key]['median'])} → "
+                f"{seconds(start['this_checkout'][key]['median'])} ({start['speedup_median'][key]:.2f}×)",
             )
             for key, label in JOB_START_PHASES.items()
         ]

@@ -61,8 +61,14 @@ def _run(tmp_path: Path, seconds: dict[str, float]) -> Path:
 @pytest.mark.parametrize(
     ("seconds", "chain"),
     [
-        ({"prepare": 10, "theory": 5, "extract": 30, "generate": 20, "claims": 2}, ["prepare", "extract", "claims"]),
-        ({"prepare": 10, "theory": 5, "extract": 3, "generate": 20, "claims": 2}, ["prepare", "generate", "claims"]),
+        (
+            {"prepare": 10, "theory": 5, "extract": 30, "generate": 20, "claims": 2},
+            ["prepare", "extract", "claims"],
+        ),
+        (
+            {"prepare": 10, "theory": 5, "extract": 3, "generate": 20, "claims": 2},
+            ["prepare", "generate", "claims"],
+        ),
         ({"prepare": 1, "theory": 50, "extract": 3, "generate": 20, "claims": 2}, ["theory", "claims"]),
     ],
 )

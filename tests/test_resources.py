@@ -196,7 +196,10 @@ def test_a_knockout_job_asks_for_one_generation_runtime_per_knockout(tmp_path):
     config = workflow_config()
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     dry = subprocess.run(
-        [*snakemake_command(tmp_path), "-n", "--cores", "2", "knockouts"], capture_output=True, text=True, timeout=300
+        [*snakemake_command(tmp_path), "-n", "--cores", "2", "knockouts"],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert dry.returncode == 0, dry.stderr[-3000:]
     runtime = {
