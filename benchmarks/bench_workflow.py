@@ -242,10 +242,11 @@ def profile(workdir: Path) -> dict:
     """The per-rule profile, critical path and job concurrency of the run in ``workdir``."""
     logs = sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"))
     critical = critical_path(workdir, logs[0]) if logs else []
+    rules = rule_profile(workdir, critical)
     return {
-        "rules": rule_profile(workdir, critical),
-        "job_s": round(sum(entry["s"] for entry in rule_profile(workdir).values()), 1),
-        "job_cpu_s": round(sum(entry["cpu_s"] for entry in rule_profile(workdir).values()), 1),
+        "rules": rules,
+        "job_s": round(sum(entry["s"] for entry in rules.values()), 1),
+        "job_cpu_s": round(sum(entry["cpu_s"] for entry in rules.values()), 1),
         "critical_path_s": round(sum(job["s"] for job in critical), 1),
         "critical_path": critical,
         "seconds_with_n_jobs_running": concurrency(logs[0]) if logs else None,
