@@ -51,9 +51,8 @@ rule knockout:
         **model_resources(
             "generate_clues",
             variant="trained",
-            runs=lambda wc: sum(
-                max(1, len(attnscope_variants.parse(name).seeds))
-                for name in attnscope_variants.knockout_sets(KNOCKOUTS[wc.model][wc.experiment])[wc.knockouts]
+            runs=lambda wc: attnscope_variants.knockout_runs(
+                attnscope_variants.knockout_sets(KNOCKOUTS[wc.model][wc.experiment])[wc.knockouts]
             ),
         ),
     script:

@@ -64,6 +64,10 @@ def test_the_windows_of_an_edge_set_are_one_job():
     assert not re.fullmatch(variants.KNOCKOUT_SET_REGEX, names[0])
     with pytest.raises(ValueError, match="'knockout-target-shots' is not a knockout with a layer window"):
         variants.knockout_sets(["knockout-target-shots"])
+    runs = {
+        group: variants.knockout_runs(members) for group, members in variants.knockout_sets(names).items()
+    }
+    assert runs == {"knockout-target-shotwords": 2, "knockout-control-target-shotwords-s0-2": 2 * 3}
 
 
 @pytest.mark.parametrize(

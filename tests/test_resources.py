@@ -202,13 +202,27 @@ def test_a_knockout_job_asks_for_one_generation_runtime_per_knockout(tmp_path):
         timeout=300,
     )
     assert dry.returncode == 0, dry.stderr[-3000:]
-    runtime = {
-        knockouts: int(minutes)
-        for knockouts, minutes in re.findall(
-            r"rule knockout:.*?knockouts=([\w-]+),.*?runtime=(\d+)", dry.stdout, re.S
+    jobs = [  # (rule, wildcards, runtime) of each job the dry run lists
+        (m["rule"], m["wildcards"], m["runtime"])
+        for m in re.finditer(
+            r"^rule (?P<rule>\w+):\n(?:    .*\n)*?    wildcards: (?P<wildcards>.*)\n"
+            r"(?:    .*\n)*?    resources: .*runtime=(?P<runtime>[^,\s]+)",
+            dry.stdout,
+            re.M,
         )
+    ]
+    if any(runtime == "<TBD>" for *_, runtime in jobs):  # Snakemake 9.0: evaluated when a job runs
+        pytest.skip("this Snakemake defers input-dependent resources (knockout_runs: test_effects.py)")
+    runtime = {
+        re.search(r"knockouts=([\w-]+)", wildcards)[1]: int(minutes)
+        for rule, wildcards, minutes in jobs
+        if rule == "knockout"
     }
-    generate = int(re.search(r"rule generate_clues:.*?variant=trained,.*?runtime=(\d+)", dry.stdout, re.S)[1])
+    generate = next(
+        int(minutes)
+        for rule, wildcards, minutes in jobs
+        if rule == "generate_clues" and "variant=trained" in wildcards
+    )
     windows, seeds = 3, config["knockout"]["control_seeds"]  # SmolLM2's 30 layers in windows of 10
     assert runtime["knockout-target-shots"] == windows * generate
     assert runtime["knockout-control-target-shots-s0-4"] == seeds * windows * generate

@@ -215,6 +215,12 @@ def knockout_sets(names: Sequence[str]) -> dict[str, list[str]]:
     return sets
 
 
+def knockout_runs(names: Sequence[str]) -> int:
+    """How many knockout runs ``names`` make: one per window, a control's once per seed (a job's
+    runtime scales with it)."""
+    return sum(max(1, len(parse(name).seeds)) for name in names)
+
+
 def knockout_variants(options: Mapping[str, Any], num_layers: int) -> list[str]:
     """Every knockout of ``knockout:`` on a model of ``num_layers`` layers (edge set × window)."""
     for i, edges in enumerate(options["edges"]):
