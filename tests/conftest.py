@@ -24,7 +24,9 @@ def snakemake_command(workdir: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args]
 
 
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+# Two threads at most, split among pytest-xdist's workers: threads beyond the cores spin-wait.
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+torch.set_num_threads(max(1, min(2, os.cpu_count() or 1) // WORKERS))
 
 
 def workflow_config() -> dict:

