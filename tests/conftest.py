@@ -11,10 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
-
-from attnscope import attention, data, models, variants
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -24,9 +21,15 @@ def snakemake_command(workdir: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), *args]
 
 
-# Two threads at most, split among pytest-xdist's workers: threads beyond the cores spin-wait.
-WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1) // WORKERS))
+@pytest.fixture(scope="session", autouse=True)
+def torch_threads() -> None:
+    """Two torch threads at most, split among pytest-xdist's workers (threads beyond the cores
+    spin-wait). A fixture, not an import: pytest-xdist's controller, which runs no test, loads
+    this file too, and the model libraries take seconds to import."""
+    import torch
+
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1) // workers))
 
 
 def workflow_config() -> dict:
@@ -65,12 +68,16 @@ def tiny_spec(architecture: str = "mistral", tokenizer: str = "mistral-v1", **ov
 @pytest.fixture(scope="session")
 def tiny_mistral(tmp_path_factory):
     """(model, tokenizer): a tiny random Mistral with the real Mistral v1 tokenizer."""
+    from attnscope import models
+
     return models.build_tiny_random(tiny_spec(), tmp_path_factory.mktemp("tok-mistral"))
 
 
 @pytest.fixture(scope="session")
 def tiny_llama(tmp_path_factory):
     """(model, tokenizer): a tiny random Llama with SmolLM2's tokenizer and ChatML template."""
+    from attnscope import models
+
     return models.build_tiny_random(
         tiny_spec("llama", "smollm2", hidden_size=96, num_heads=6), tmp_path_factory.mktemp("tok-llama")
     )
@@ -85,12 +92,16 @@ def tiny_gemma_spec() -> dict:
 @pytest.fixture(scope="session")
 def tiny_gemma(tmp_path_factory):
     """(model, tokenizer): a tiny random Gemma 3 with SmolLM2's tokenizer."""
+    from attnscope import models
+
     return models.build_tiny_random(tiny_gemma_spec(), tmp_path_factory.mktemp("tok-gemma"))
 
 
 @pytest.fixture(scope="session")
 def prepared_tiny_mistral(tmp_path_factory) -> Path:
     """A prepared model directory (weights cache + manifest) of the tiny Mistral."""
+    from attnscope import models
+
     out = tmp_path_factory.mktemp("models") / "tiny-mistral"
     models.prepare_model("tiny-mistral", tiny_spec(), out)
     return out
@@ -140,6 +151,7 @@ EMBEDDED_PREPARED = "results/models/smollm2"
 def embedded_model_run(tmp_path_factory) -> Path:
     """A run of the workflow's prepare_model rule on the embedded SmolLM2 (its GGUF dequantized,
     about 30 s, once per session); tests copy its results/models into their own runs."""
+    from attnscope import models
     from tests.helpers import snakemake, tiny_config
 
     workdir = tmp_path_factory.mktemp("embedded-run")
@@ -161,6 +173,8 @@ def embedded_spec() -> dict:
 @pytest.fixture(scope="session")
 def sample_clues():
     """The clues table of the sample data, as the default config imports it."""
+    from attnscope import data
+
     entries = yaml.safe_load((REPO / "config.yaml").read_text())["data"]["clue_files"]
     clues, _ = data.import_clues([{**e, "path": str(REPO / e["path"])} for e in entries])
     return clues
@@ -185,6 +199,7 @@ def llama_store(tiny_llama, sample_clues, tmp_path_factory):
 def results(tiny_mistral, sample_clues, tmp_path_factory) -> Path:
     """The explorer's results folder: the tiny Mistral's stores of two variants (different clues
     appended; tests.helpers.store_path finds them)."""
+    from attnscope import attention, variants
     from tests.helpers import CLUES, EXPERIMENT, MODEL, clue_table, prompt_table
 
     model, tokenizer = tiny_mistral
