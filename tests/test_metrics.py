@@ -156,8 +156,8 @@ def test_word_cosine_correlations_take_word_and_clue_pairs_with_the_values_as_gi
 
 
 def test_average_ranks_of_float16_match_rankdata():
-    """Row by row as scipy's; the histogram's rows (non-negative float16) beside a row that takes
-    scipy's route (a negative value) and rows of other dtypes."""
+    """Row by row as scipy's: the histogram's (rows of non-negative float16), and scipy's own for a
+    batch with a negative value or of another dtype."""
     rng = np.random.default_rng(2)
     values = np.stack(
         [

@@ -190,24 +190,17 @@ def block_mass(maps: np.ndarray, queries: np.ndarray, keys: np.ndarray) -> np.nd
 
 def average_ranks(values: np.ndarray) -> np.ndarray:
     """Ranks 1..n of each row of ``values`` [row, value] with ties averaged (as
-    ``scipy.stats.rankdata``); for non-negative float16 from a histogram of the bit patterns
-    of all rows at once (O(n), no sort)."""
+    ``scipy.stats.rankdata``, whose exact values they are); for non-negative float16 from a
+    histogram of the bit patterns of all rows at once (O(n), no sort)."""
     values = np.asarray(values)
-    if values.dtype != np.float16:
+    codes = values.view(np.uint16) if values.dtype == np.float16 else None
+    if codes is None or (codes >= 0x7C00).any():  # negatives, infinities, NaNs: codes do not sort like values
         return rankdata(values, axis=1)
-    codes = values.view(np.uint16)
-    plain = ~(codes >= 0x7C00).any(axis=1)  # no negatives, infinities or NaNs: codes sort like values
-    ranks = np.empty(values.shape)
-    if plain.any():
-        rows = codes[plain]
-        bins = int(rows.max()) + 1  # up to 0x3C00 (1.0) for probabilities
-        row_codes = rows + np.arange(0, len(rows) * bins, bins)[:, None]  # each row its own bins
-        counts = np.bincount(row_codes.ravel(), minlength=len(rows) * bins).reshape(len(rows), bins)
-        below = np.cumsum(counts, axis=1) - counts
-        ranks[plain] = np.take((below + (counts + 1) / 2.0).ravel(), row_codes)
-    if not plain.all():
-        ranks[~plain] = rankdata(values[~plain], axis=1)
-    return ranks
+    bins = int(codes.max()) + 1  # up to 0x3C00 (1.0) for probabilities
+    row_codes = codes + np.arange(0, len(codes) * bins, bins)[:, None]  # each row its own bins
+    counts = np.bincount(row_codes.ravel(), minlength=len(codes) * bins)
+    below = np.cumsum(counts.reshape(len(codes), bins), axis=1).ravel() - counts
+    return np.take(below + (counts + 1) / 2.0, row_codes)
 
 
 def row_dots(x: np.ndarray, y: np.ndarray) -> np.ndarray:
