@@ -301,6 +301,17 @@ def test_batched_metrics_are_each_maps_own(dtype):
     assert total == len(cases) * 5 * len(metrics.STREAMED)
 
 
+def test_streamed_metrics_in_batches_of_batch_bytes(monkeypatch):
+    """Maps beyond ``BATCH_BYTES`` of float32 are measured batch by batch: the same values."""
+    rng = np.random.default_rng(7)
+    n = 20
+    maps = np.stack([random_causal(rng, n) for _ in range(5)])
+    lay = layout(n, rng.integers(0, 4, n), cosine=rng.uniform(-1, 1, (n, n)).astype(np.float16))
+    whole = metrics.streamed_metrics(maps, lay)
+    monkeypatch.setattr(metrics, "BATCH_BYTES", 2 * 4 * n * n)  # two maps a batch
+    assert np.array_equal(bits(metrics.streamed_metrics(maps, lay)), bits(whole))
+
+
 def test_summary_per_layer_across_prompts():
     rows = []
     for prompt, values in enumerate([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]):

@@ -92,6 +92,10 @@ SPECTRAL = ("effective_rank", "epsilon_rank")
 METRICS = STREAMED + SPECTRAL
 """The metric columns of the metrics table, in order."""
 
+BATCH_BYTES = 4 << 20
+"""Largest batch of maps, in float32, that :func:`streamed_metrics` measures at once (a layer of
+SmolLM2's 9 heads and head mean up to n = 323): its temporaries are a few float32 and int64
+copies of the batch, bounded so for long prompts."""
 POWER_ITERATIONS = 1000
 POWER_TOLERANCE = 1e-6
 """Power iteration stops when σ₁² changes by less than this (relative): about 6 steps on
@@ -328,9 +332,14 @@ def cosine_correlations(maps: np.ndarray, pairs: CosinePairs) -> tuple[np.ndarra
 
 def streamed_metrics(maps: np.ndarray, layout: MapLayout) -> np.ndarray:
     """The :data:`STREAMED` metrics of maps [map, query, key] (a layer's heads and head mean:
-    one numpy call per metric for them all, not per map), as [map, metric]. Each map's values are
-    those it has measured on its own, bit for bit (tested)."""
+    one numpy call per metric for a batch of them, not per map; batches of :data:`BATCH_BYTES`),
+    as [map, metric]. Each map's values are those it has measured on its own, bit for bit
+    (tested)."""
     maps = np.asarray(maps)
+    step = max(1, BATCH_BYTES // (4 * maps.shape[-1] ** 2))
+    if len(maps) > step:
+        batches = [maps[i : i + step] for i in range(0, len(maps), step)]
+        return np.concatenate([streamed_metrics(batch, layout) for batch in batches])
     a32 = as_float32(maps)
     return np.stack(
         [
