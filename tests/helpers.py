@@ -778,7 +778,7 @@ def _derived_arrays(group: zarr.Group) -> dict[str, tuple[tuple, np.ndarray]]:
         kept = every if heads is not None else mean_only
         derived[f"{prefix}metrics"] = (
             kept,
-            np.array([[metrics.streamed_metrics(m, layout) for m in layer] for layer in maps]),
+            np.array([metrics.streamed_metrics(layer, layout) for layer in maps]),
         )
         derived[f"{prefix}choices"] = (
             every,

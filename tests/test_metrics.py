@@ -6,7 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from scipy.special import entr
 from scipy.stats import pearsonr, rankdata, spearmanr
+from threadpoolctl import threadpool_limits
 
 from attnscope import metrics, promptgroup, stats, theory
 from tests.helpers import random_causal, uniform_causal
@@ -22,6 +24,12 @@ def block_uniform(blocks: int, size: int) -> np.ndarray:
     return np.kron(np.eye(blocks), np.full((size, size), 1 / size))
 
 
+def one(metric, a: np.ndarray, *args):
+    """A batched metric of one map: its value (or values, for a metric with several)."""
+    values = metric(np.asarray(a)[None], *args)
+    return tuple(float(v[0]) for v in values) if isinstance(values, tuple) else float(values[0])
+
+
 def layout(n: int, shot=None, segment=None, cosine=None) -> metrics.MapLayout:
     shot = np.zeros(n, int) if shot is None else np.asarray(shot)
     segment = np.array(["template"] * n) if segment is None else np.asarray(segment)
@@ -31,30 +39,30 @@ def layout(n: int, shot=None, segment=None, cosine=None) -> metrics.MapLayout:
 
 def test_uniform_causal_map():
     a = uniform_causal(4)
-    assert metrics.row_entropy(a) == pytest.approx(1.0)
+    assert one(metrics.row_entropy, a) == pytest.approx(1.0)
     # rows 1..3 put 1/2, 1/3, 1/4 on the diagonal, the previous and the first token
     for mass in (metrics.self_mass, metrics.previous_mass, metrics.sink_mass):
-        assert mass(a) == pytest.approx((1 / 2 + 1 / 3 + 1 / 4) / 3)
+        assert one(mass, a) == pytest.approx((1 / 2 + 1 / 3 + 1 / 4) / 3)
 
 
 def test_identity_map():
     a = np.eye(5)
-    assert metrics.row_entropy(a) == 0
-    assert (metrics.self_mass(a), metrics.previous_mass(a), metrics.sink_mass(a)) == (1, 0, 0)
-    assert metrics.stable_rank(a) == pytest.approx(5)
+    assert one(metrics.row_entropy, a) == 0
+    masses = (metrics.self_mass, metrics.previous_mass, metrics.sink_mass)
+    assert [one(mass, a) for mass in masses] == [1, 0, 0]
+    assert one(metrics.stable_rank, a) == pytest.approx(5)
     sigma = singular_values(a)
     assert metrics.effective_rank(sigma) == pytest.approx(5)
     assert metrics.epsilon_rank(sigma, 0.1) == 5  # ‖I − I_r‖²_F = 5 − r ≤ 0.05 only for r = 5
     assert metrics.epsilon_rank(sigma, 0.5) == 4  # 5 − r ≤ 1.25
     # The strict triangle is all zero: no correlation is defined.
-    assert np.isnan(
-        metrics.cosine_correlations(a.astype(np.float16), layout(5, cosine=uniform_causal(5)).cosine_pairs)
-    ).all()
+    pairs = layout(5, cosine=uniform_causal(5)).cosine_pairs
+    assert np.isnan(one(metrics.cosine_correlations, a.astype(np.float16), pairs)).all()
 
 
 def test_block_diagonal_ranks():
     a = block_uniform(3, 4)
-    assert metrics.stable_rank(a) == pytest.approx(3)
+    assert one(metrics.stable_rank, a) == pytest.approx(3)
     sigma = singular_values(a)
     assert np.allclose(sigma[:3], 1) and np.allclose(sigma[3:], 0, atol=1e-7)
     assert metrics.effective_rank(sigma) == pytest.approx(3)
@@ -65,26 +73,26 @@ def test_block_diagonal_ranks():
 
 def test_rank_one_map():
     a = np.full((6, 6), 1 / 6)
-    assert metrics.stable_rank(a) == pytest.approx(1)
+    assert one(metrics.stable_rank, a) == pytest.approx(1)
     assert metrics.effective_rank(singular_values(a)) == pytest.approx(1)
 
 
 def test_row_entropy_by_hand_and_float16_path():
     a = np.array([[1, 0, 0], [0.5, 0.5, 0], [1, 0, 0]])
-    assert metrics.row_entropy(a) == pytest.approx((1 + 0) / 2)  # row 1: log 2 / log 2; row 2: 0
+    assert one(metrics.row_entropy, a) == pytest.approx((1 + 0) / 2)  # row 1: log 2 / log 2; row 2: 0
     m = random_causal(np.random.default_rng(0), 40)
     rows = m.astype(np.float64)
     expected = np.mean(
         [-(r[r > 0] * np.log(r[r > 0])).sum() / np.log(i + 1) for i, r in enumerate(rows) if i]
     )
-    assert metrics.row_entropy(m) == pytest.approx(expected, rel=1e-6)
+    assert one(metrics.row_entropy, m) == pytest.approx(expected, rel=1e-6)
 
 
 def test_within_and_across_shot_mass():
     shot = [0, 1, 1, 2, 2]
     # Uniform causal attention: query 3 (shot 2) has keys 0..3: 1/4 own shot, 2/4 shot 1;
     # query 4 has keys 0..4: 2/5 own shot, 2/5 shot 1.
-    within, across = metrics.shot_masses(uniform_causal(5), shot)
+    within, across = one(metrics.shot_masses, uniform_causal(5), shot)
     assert within == pytest.approx((1 / 4 + 2 / 5) / 2)
     assert across == pytest.approx((2 / 4 + 2 / 5) / 2)
     # Block-diagonal: every token attends only inside its own shot.
@@ -93,15 +101,16 @@ def test_within_and_across_shot_mass():
         idx = np.flatnonzero(np.array(shot) == s)
         blocks[np.ix_(idx, idx)] = np.tril(np.ones((len(idx), len(idx))))
     blocks /= blocks.sum(axis=1, keepdims=True)
-    assert metrics.shot_masses(blocks, shot) == pytest.approx((1.0, 0.0))
-    assert np.isnan(metrics.shot_masses(blocks, [0, 1, 1, 1, 1])).all()  # no shot ≥ 2
+    assert one(metrics.shot_masses, blocks, shot) == pytest.approx((1.0, 0.0))
+    assert np.isnan(one(metrics.shot_masses, blocks, [0, 1, 1, 1, 1])).all()  # no shot ≥ 2
 
 
 def test_clue_to_target_mass():
     lay = layout(4, segment=["template", "target", "generated", "generated"])
     # queries 2, 3 put 1/3 and 1/4 on the target token 1
-    assert metrics.block_mass(uniform_causal(4), lay.clue_queries, lay.target_keys) == pytest.approx(7 / 24)
-    assert np.isnan(metrics.block_mass(uniform_causal(4), np.array([], int), lay.target_keys))
+    mass = one(metrics.block_mass, uniform_causal(4), lay.clue_queries, lay.target_keys)
+    assert mass == pytest.approx(7 / 24)
+    assert np.isnan(one(metrics.block_mass, uniform_causal(4), np.array([], int), lay.target_keys))
 
 
 def test_cosine_correlations_match_scipy_over_the_strict_triangle():
@@ -109,13 +118,13 @@ def test_cosine_correlations_match_scipy_over_the_strict_triangle():
     n = 30
     a = random_causal(rng, n)
     cosine = rng.uniform(-1, 1, (n, n)).astype(np.float16)
-    pearson, spearman = metrics.cosine_correlations(a, layout(n, cosine=cosine).cosine_pairs)
+    pearson, spearman = one(metrics.cosine_correlations, a, layout(n, cosine=cosine).cosine_pairs)
     rows, cols = np.tril_indices(n, -1)
     x, y = a[rows, cols].astype(np.float64), cosine[rows, cols].astype(np.float64)
     assert pearson == pytest.approx(pearsonr(x, y).statistic, abs=1e-6)
     assert spearman == pytest.approx(spearmanr(x, y).statistic, abs=1e-9)
     # A map that equals the cosine on the triangle correlates perfectly.
-    assert metrics.correlation(y, metrics._unit_centered(y)) == pytest.approx(1.0)
+    assert metrics.correlation(y[None], metrics._unit_centered(y))[0] == pytest.approx(1.0)
 
 
 def test_word_cosine_correlations_take_word_and_clue_pairs_with_the_values_as_given():
@@ -132,26 +141,35 @@ def test_word_cosine_correlations_take_word_and_clue_pairs_with_the_values_as_gi
     rows, cols = np.tril_indices(n, -1)
     pick = words[rows] & words[cols]
     x, y = a[rows, cols][pick].astype(np.float64), cosine[rows, cols][pick].astype(np.float64)
-    pearson, spearman = metrics.cosine_correlations(a, lay.word_cosine_pairs)
+    pearson, spearman = one(metrics.cosine_correlations, a, lay.word_cosine_pairs)
     assert pearson == pytest.approx(pearsonr(x, y).statistic, abs=1e-6)
     assert spearman == pytest.approx(spearmanr(x, y).statistic, abs=1e-9)
     # Built to follow the cosine between word tokens: an affine copy of it there, noise elsewhere.
     follows = a.astype(np.float64)
     follows[rows[pick], cols[pick]] = 0.01 + 0.004 * y
     follows = follows.astype(np.float16)
-    assert metrics.cosine_correlations(follows, lay.word_cosine_pairs)[0] == pytest.approx(1.0, abs=1e-3)
-    assert abs(metrics.cosine_correlations(follows, lay.cosine_pairs)[0]) < 0.5
+    assert one(metrics.cosine_correlations, follows, lay.word_cosine_pairs)[0] == pytest.approx(1.0, abs=1e-3)
+    assert abs(one(metrics.cosine_correlations, follows, lay.cosine_pairs)[0]) < 0.5
     # Fewer than two pairs: nothing to correlate.
     no_words = layout(n, segment=np.array(["template"] * n), cosine=cosine)
-    assert np.isnan(metrics.cosine_correlations(a, no_words.word_cosine_pairs)).all()
+    assert np.isnan(one(metrics.cosine_correlations, a, no_words.word_cosine_pairs)).all()
 
 
 def test_average_ranks_of_float16_match_rankdata():
+    """Row by row as scipy's: the histogram's (rows of non-negative float16), and scipy's own for a
+    batch with a negative value or of another dtype."""
     rng = np.random.default_rng(2)
-    values = np.concatenate([np.zeros(50), rng.exponential(1e-3, 500), [1.0, 1.0]]).astype(np.float16)
-    assert np.array_equal(metrics.average_ranks(values), rankdata(values))
-    negative = np.array([-1, 0.5, 0.5, 0], dtype=np.float16)
-    assert np.array_equal(metrics.average_ranks(negative), rankdata(negative))
+    values = np.stack(
+        [
+            np.concatenate([np.zeros(50), rng.exponential(1e-3, 500), [1.0, 1.0]]),
+            np.concatenate([np.full(100, 0.5), rng.exponential(1e-2, 450), [0.0, 1.0]]),
+            np.concatenate([[-1.0, 0.5, 0.5], rng.uniform(-1, 1, 549)]),
+        ]
+    ).astype(np.float16)
+    expected = rankdata(values, axis=1)
+    assert np.array_equal(metrics.average_ranks(values), expected)
+    assert np.array_equal(metrics.average_ranks(values[:2]), expected[:2])  # the histogram only
+    assert np.array_equal(metrics.average_ranks(values.astype(np.float32)), expected)
 
 
 def test_ranks_agree_with_the_theory_module_and_the_svd():
@@ -160,7 +178,7 @@ def test_ranks_agree_with_the_theory_module_and_the_svd():
     assert np.allclose(sigma, np.linalg.svd(a, compute_uv=False))
     for eps in (0.05, 0.1, 0.3):
         assert metrics.epsilon_rank(sigma, eps) == theory.epsilon_rank(a, eps)
-    assert metrics.stable_rank(a) == pytest.approx((sigma**2).sum() / sigma[0] ** 2, rel=1e-5)
+    assert one(metrics.stable_rank, a) == pytest.approx((sigma**2).sum() / sigma[0] ** 2, rel=1e-5)
 
 
 @pytest.mark.routes
@@ -180,22 +198,118 @@ def test_batched_singular_values_are_each_maps_svd():
 def test_streamed_metrics_are_the_individual_metrics_in_order():
     rng = np.random.default_rng(3)
     n = 12
-    a = random_causal(rng, n)
+    a = np.stack([random_causal(rng, n) for _ in range(3)])
     shot = [0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 0, 0]
     segment = ["template"] * 9 + ["target", "generated", "generated"]
     lay = layout(n, shot, segment, rng.uniform(-1, 1, (n, n)).astype(np.float16))
-    row = dict(zip(metrics.STREAMED, metrics.streamed_metrics(a, lay)))
-    assert row["row_entropy"] == metrics.row_entropy(a)
-    assert row["sink_mass"] == pytest.approx(metrics.sink_mass(a.astype(np.float32)))
-    assert (row["within_shot_mass"], row["across_shot_mass"]) == pytest.approx(metrics.shot_masses(a, shot))
-    assert row["clue_target_mass"] == pytest.approx(metrics.block_mass(a, np.array([10, 11]), np.array([9])))
-    assert (row["cosine_pearson"], row["cosine_spearman"]) == pytest.approx(
-        metrics.cosine_correlations(a, lay.cosine_pairs)
+    a32 = a.astype(np.float32)
+    expected = np.stack(
+        [
+            metrics.row_entropy(a),
+            metrics.self_mass(a32),
+            metrics.previous_mass(a32),
+            metrics.sink_mass(a32),
+            *metrics.shot_masses(a32, shot),
+            metrics.block_mass(a32, np.array([10, 11]), np.array([9])),
+            *metrics.cosine_correlations(a, lay.cosine_pairs),
+            *metrics.cosine_correlations(a, lay.word_cosine_pairs),
+            metrics.stable_rank(a32),
+        ],
+        axis=1,
     )
-    assert (row["cosine_pearson_words"], row["cosine_spearman_words"]) == pytest.approx(
-        metrics.cosine_correlations(a, lay.word_cosine_pairs), nan_ok=True
-    )
-    assert row["stable_rank"] == pytest.approx(metrics.stable_rank(a))
+    assert np.array_equal(metrics.streamed_metrics(a, lay), expected, equal_nan=True)
+
+
+def bits(values: np.ndarray) -> np.ndarray:
+    """float64 values as their bit patterns, every NaN as one pattern (equal bits: equal values,
+    the sign of zero included)."""
+    values = np.asarray(values, dtype=np.float64)
+    return np.where(np.isnan(values), np.nan, values).view(np.uint64)
+
+
+def reference_metrics(a: np.ndarray, shot: np.ndarray, segment: np.ndarray, cosine: np.ndarray) -> dict:
+    """The streamed metrics of one map from their definitions (scipy and numpy's SVD, float64)."""
+    x, n = a.astype(np.float64), len(a)
+    rows = range(1, n)
+    queries = np.flatnonzero(shot >= 2)
+    clue, target = np.flatnonzero(segment == "generated"), np.flatnonzero(segment == "target")
+    words = np.isin(segment, metrics.WORD_SEGMENTS)
+
+    def correlations(pick: np.ndarray) -> tuple[float, float]:
+        i, j = np.tril_indices(n, -1)
+        i, j = i[pick[i] & pick[j]], j[pick[i] & pick[j]]
+        values, cos = x[i, j], cosine[i, j].astype(np.float64)
+        if len(values) < 2 or np.ptp(values) == 0 or np.ptp(cos) == 0:
+            return np.nan, np.nan
+        return pearsonr(values, cos).statistic, spearmanr(values, cos).statistic
+
+    def mean(values) -> float:
+        return float(np.mean(values)) if len(values) else np.nan
+
+    sigma = np.linalg.svd(x, compute_uv=False)
+    return {
+        "row_entropy": mean([entr(x[i, : i + 1]).sum() / np.log(i + 1) for i in rows]),
+        "self_mass": mean([x[i, i] for i in rows]),
+        "previous_mass": mean([x[i, i - 1] for i in rows]),
+        "sink_mass": mean([x[i, 0] for i in rows]),
+        "within_shot_mass": mean([x[q, shot == shot[q]].sum() for q in queries]),
+        "across_shot_mass": mean([x[q, (shot != shot[q]) & (shot >= 1)].sum() for q in queries]),
+        "clue_target_mass": mean(x[np.ix_(clue, target)].sum(axis=1)) if len(target) else np.nan,
+        **dict(zip(["cosine_pearson", "cosine_spearman"], correlations(np.ones(n, bool)))),
+        **dict(zip(["cosine_pearson_words", "cosine_spearman_words"], correlations(words))),
+        "stable_rank": (sigma**2).sum() / sigma[0] ** 2 if sigma[0] > 0 else np.nan,
+    }
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_batched_metrics_are_each_maps_own(dtype):
+    """A batch of maps [map, query, key] gets, map by map, bit for bit what each map gets in a
+    batch of its own (so the capture's stores are those of one map at a time), and the values
+    of the metrics' definitions: maps with ties, zeros (whole rows of them, as a value-weighted
+    map's), a one-token map, prompts without shots ≥ 2, without a clue, without word pairs."""
+    rng = np.random.default_rng(6)
+    segments = ["template", "instruction", "shot_word", "shot_clue", "target", "generated"]
+    cases = []
+    for n in (1, 2, 7, 40, 130):
+        shot = rng.integers(0, 4, n)
+        segment = rng.choice(segments, n)
+        cosine = rng.uniform(-1, 1, (n, n)).astype(np.float16)
+        no_clue = np.where(segment == "generated", "template", segment)
+        for labels in [(shot, segment), (np.minimum(shot, 1), no_clue), (shot, np.full(n, "template"))]:
+            cases.append((n, *labels, cosine))
+    total = 0
+    with threadpool_limits(1, "blas"):  # as in the capture: one BLAS thread
+        for n, shot, segment, cosine in cases:
+            maps = np.stack(
+                [random_causal(rng, n), random_causal(rng, n, scale=12.0), uniform_causal(n), np.eye(n),
+                 random_causal(rng, n, scale=0.1)]
+            ).astype(dtype)  # fmt: skip
+            maps[1, n // 2] = 0  # a row of zeros
+            lay = metrics.MapLayout(shot, segment, cosine)
+            batched = metrics.streamed_metrics(maps, lay)
+            alone = np.concatenate([metrics.streamed_metrics(m[None], lay) for m in maps])
+            assert batched.shape == (len(maps), len(metrics.STREAMED))
+            assert np.array_equal(bits(batched), bits(alone)), (n, dtype)
+            for a, row in zip(maps, batched):
+                expected = reference_metrics(a, shot, segment, cosine)
+                for name, value in zip(metrics.STREAMED, row):
+                    # power iteration stops at a relative change of 1e-6: slow on near-equal σ₁, σ₂
+                    tolerance = 1e-3 if name == "stable_rank" else 2e-6
+                    expect = pytest.approx(expected[name], rel=tolerance, abs=tolerance, nan_ok=True)
+                    assert value == expect, (n, name)
+            total += batched.size
+    assert total == len(cases) * 5 * len(metrics.STREAMED)
+
+
+def test_streamed_metrics_in_batches_of_batch_bytes(monkeypatch):
+    """Maps beyond ``BATCH_BYTES`` of float32 are measured batch by batch: the same values."""
+    rng = np.random.default_rng(7)
+    n = 20
+    maps = np.stack([random_causal(rng, n) for _ in range(5)])
+    lay = layout(n, rng.integers(0, 4, n), cosine=rng.uniform(-1, 1, (n, n)).astype(np.float16))
+    whole = metrics.streamed_metrics(maps, lay)
+    monkeypatch.setattr(metrics, "BATCH_BYTES", 2 * 4 * n * n)  # two maps a batch
+    assert np.array_equal(bits(metrics.streamed_metrics(maps, lay)), bits(whole))
 
 
 def test_summary_per_layer_across_prompts():

@@ -35,6 +35,12 @@ singular value is 1); for b uniform diagonal blocks all three are b.
 The capture computes the other metrics for every map while it streams, so they must be
 cheap: float16 maps are read through lookup tables over their 65 536 bit patterns
 (value and x·log x), and ranks of float16 values come from a histogram of those patterns.
+Each metric takes a batch of maps [map, query, key] (the capture's: a layer's heads and head
+mean) and gives one value per map, with one numpy call per step for the whole batch, and every
+map's value is bit for bit the one it gets in a batch of its own: sums run over the last axis of
+C-contiguous arrays (each row its own pairwise sum: ``np.take``, not fancy indexing, which can
+return other layouts), and the dot and matrix-vector products are BLAS's of each map on its own
+(numpy's matmul loops over the batch).
 """
 
 from __future__ import annotations
@@ -86,6 +92,10 @@ SPECTRAL = ("effective_rank", "epsilon_rank")
 METRICS = STREAMED + SPECTRAL
 """The metric columns of the metrics table, in order."""
 
+BATCH_BYTES = 4 << 20
+"""Largest batch of maps, in float32, that :func:`streamed_metrics` measures at once (a layer of
+SmolLM2's 9 heads and head mean up to n = 323): its temporaries are a few float32 and int64
+copies of the batch, bounded so for long prompts."""
 POWER_ITERATIONS = 1000
 POWER_TOLERANCE = 1e-6
 """Power iteration stops when σ₁² changes by less than this (relative): about 6 steps on
@@ -100,13 +110,15 @@ with np.errstate(invalid="ignore", divide="ignore"):
 def as_float32(a: np.ndarray) -> np.ndarray:
     """``a`` as float32 (float16 through a lookup table: exact and much faster than a cast)."""
     a = np.asarray(a)
-    return _F16_VALUE[a.view(np.uint16)] if a.dtype == np.float16 else a.astype(np.float32, copy=False)
+    if a.dtype == np.float16:
+        return np.take(_F16_VALUE, a.view(np.uint16))
+    return a.astype(np.float32, copy=False)
 
 
 def xlogx(a: np.ndarray) -> np.ndarray:
     """a·log a elementwise, 0 at 0 (float32 from a lookup table for float16, else float64)."""
     if a.dtype == np.float16:
-        return _F16_XLOGX[a.view(np.uint16)]
+        return np.take(_F16_XLOGX, a.view(np.uint16))
     a = a.astype(np.float64, copy=False)
     return a * np.log(np.where(a > 0, a, 1.0))
 
@@ -126,61 +138,79 @@ def check_causal_rows(windows: Mapping[int, int], n_tokens: int, prompt_id: str)
         )
 
 
-def row_entropy(a: np.ndarray) -> float:
-    """Mean over rows i ≥ 1 of the row's entropy divided by log(i + 1)."""
-    a = np.asarray(a)
-    if len(a) < 2:
-        return float("nan")
-    entropy = -xlogx(a[1:]).sum(axis=1, dtype=np.float64)
-    return float(np.mean(entropy / np.log(np.arange(2, len(a) + 1))))
+def row_entropy(maps: np.ndarray) -> np.ndarray:
+    """Per map [map, query, key]: the mean over rows i ≥ 1 of the row's entropy divided by log(i + 1)."""
+    maps = np.asarray(maps)
+    if maps.shape[-1] < 2:
+        return np.full(len(maps), np.nan)
+    entropy = -xlogx(maps[:, 1:]).sum(axis=2, dtype=np.float64)
+    return np.mean(entropy / np.log(np.arange(2, maps.shape[-1] + 1)), axis=1)
 
 
-def self_mass(a: np.ndarray) -> float:
-    """Mean attention of rows i ≥ 1 on their own token."""
-    return float(np.mean(as_float32(np.diagonal(a)[1:]), dtype=np.float64)) if len(a) > 1 else float("nan")
+def _row_mean(values: np.ndarray) -> np.ndarray:
+    """Per map, the mean of its values [map, row i ≥ 1] in float64 (NaN without rows)."""
+    if not values.shape[1]:
+        return np.full(len(values), np.nan)
+    return np.mean(as_float32(values), axis=1, dtype=np.float64)
 
 
-def previous_mass(a: np.ndarray) -> float:
-    """Mean attention of rows i ≥ 1 on the token before."""
-    return float(np.mean(as_float32(np.diagonal(a, -1)), dtype=np.float64)) if len(a) > 1 else float("nan")
+def self_mass(maps: np.ndarray) -> np.ndarray:
+    """Per map: the mean attention of rows i ≥ 1 on their own token."""
+    return _row_mean(np.diagonal(maps, axis1=1, axis2=2)[:, 1:])
 
 
-def sink_mass(a: np.ndarray) -> float:
-    """Mean attention of rows i ≥ 1 on the first token (the attention sink)."""
-    return float(np.mean(as_float32(a[1:, 0]), dtype=np.float64)) if len(a) > 1 else float("nan")
+def previous_mass(maps: np.ndarray) -> np.ndarray:
+    """Per map: the mean attention of rows i ≥ 1 on the token before."""
+    return _row_mean(np.diagonal(maps, -1, axis1=1, axis2=2))
 
 
-def shot_masses(a: np.ndarray, token_shot: Sequence[int]) -> tuple[float, float]:
-    """(within, across): mean mass of the queries in shots ≥ 2 on their own shot's keys and
-    on the other shots' keys."""
+def sink_mass(maps: np.ndarray) -> np.ndarray:
+    """Per map: the mean attention of rows i ≥ 1 on the first token (the attention sink)."""
+    return _row_mean(maps[:, 1:, 0])
+
+
+def shot_masses(maps: np.ndarray, token_shot: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per map, (within, across): the mean mass of the queries in shots ≥ 2 on their own shot's
+    keys and on the other shots' keys."""
     shot = np.asarray(token_shot)
     queries = np.flatnonzero(shot >= 2)
     if not len(queries):
-        return float("nan"), float("nan")
+        return np.full(len(maps), np.nan), np.full(len(maps), np.nan)
     one_hot = (shot[:, None] == np.arange(shot.max() + 1)).astype(np.float32)
-    mass = (as_float32(a[queries]) @ one_hot).astype(np.float64)  # [query, shot]
-    within = mass[np.arange(len(queries)), shot[queries]]
-    across = mass[:, 1:].sum(axis=1) - within
-    return float(within.mean()), float(across.mean())
+    mass = (as_float32(np.take(maps, queries, axis=1)) @ one_hot).astype(np.float64)  # [map, query, shot]
+    within = np.take_along_axis(mass, shot[queries][None, :, None], axis=2)[:, :, 0]
+    across = mass[:, :, 1:].sum(axis=2) - within
+    return within.mean(axis=1), across.mean(axis=1)
 
 
-def block_mass(a: np.ndarray, queries: np.ndarray, keys: np.ndarray) -> float:
-    """Mean over ``queries`` of their total attention on ``keys`` (NaN if either is empty)."""
+def block_mass(maps: np.ndarray, queries: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Per map: the mean over ``queries`` of their total attention on ``keys`` (NaN if either is
+    empty)."""
     if not len(queries) or not len(keys):
-        return float("nan")
-    return float(as_float32(a[np.ix_(queries, keys)]).sum(axis=1, dtype=np.float64).mean())
+        return np.full(len(maps), np.nan)
+    block = as_float32(np.take(np.take(maps, queries, axis=1), keys, axis=2))  # [map, query, key]
+    return block.sum(axis=2, dtype=np.float64).mean(axis=1)
 
 
 def average_ranks(values: np.ndarray) -> np.ndarray:
-    """Ranks 1..n with ties averaged (as ``scipy.stats.rankdata``); O(n) for non-negative float16."""
+    """Ranks 1..n of each row of ``values`` [row, value] with ties averaged (as
+    ``scipy.stats.rankdata``, whose exact values they are); for non-negative float16 from a
+    histogram of the bit patterns of all rows at once (O(n), no sort)."""
     values = np.asarray(values)
-    if values.dtype == np.float16:
-        codes = values.view(np.uint16)
-        if not (codes >= 0x7C00).any():  # no negatives, infinities or NaNs: codes sort like values
-            counts = np.bincount(codes)  # bins up to the largest code: 0x3C00 (1.0) for probabilities
-            below = np.cumsum(counts) - counts
-            return (below + (counts + 1) / 2.0)[codes]
-    return rankdata(values)
+    codes = values.view(np.uint16) if values.dtype == np.float16 else None
+    if codes is None or (codes >= 0x7C00).any():  # negatives, infinities, NaNs: codes do not sort like values
+        return rankdata(values, axis=1)
+    bins = int(codes.max()) + 1  # up to 0x3C00 (1.0) for probabilities
+    row_codes = codes + np.arange(0, len(codes) * bins, bins)[:, None]  # each row its own bins
+    counts = np.bincount(row_codes.ravel(), minlength=len(codes) * bins)
+    below = np.cumsum(counts.reshape(len(codes), bins), axis=1).ravel() - counts
+    return np.take(below + (counts + 1) / 2.0, row_codes)
+
+
+def row_dots(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The dot product of each row of ``x`` [row, value] with the same row of ``y`` (or with ``y``
+    [value]): numpy's ``x[i] @ y[i]`` (BLAS's dot, one call per row), as a matmul of rows by columns."""
+    return (x[:, None, :] @ y[..., None])[:, 0, 0]
 
 
 def _unit_centered(values: np.ndarray) -> np.ndarray | None:
@@ -189,33 +219,49 @@ def _unit_centered(values: np.ndarray) -> np.ndarray | None:
     return centered / norm if norm > 0 else None
 
 
-def correlation(x: np.ndarray, y_unit: np.ndarray | None) -> float:
-    """Pearson correlation of ``x`` with a reference given as its centred, unit-norm vector."""
-    x = np.asarray(x, dtype=np.float64)
-    squares = float(x @ x)
-    spread = squares - float(x.sum()) ** 2 / len(x)  # ‖x − x̄‖²
-    if y_unit is None or spread <= 1e-12 * squares:
-        return float("nan")
-    return float(np.clip((x @ y_unit) / np.sqrt(spread), -1.0, 1.0))
+def correlation(x: np.ndarray, y_unit: np.ndarray | None) -> np.ndarray:
+    """Pearson correlation of each row of ``x`` [row, value] with a reference given as its
+    centred, unit-norm vector (NaN for a row without spread), each row's value as the row on its
+    own gives it (:func:`row_dots`; the square of its sum is Python's, as ``float ** 2``)."""
+    x = np.ascontiguousarray(x, dtype=np.float64)  # a row's sum over the last axis: its own pairwise sum
+    if y_unit is None:
+        return np.full(len(x), np.nan)
+    squares = row_dots(x, x)
+    sums = np.array([total**2 for total in x.sum(axis=1).tolist()])
+    spread = squares - sums / x.shape[1]  # ‖x − x̄‖²
+    flat = spread <= 1e-12 * squares
+    r = row_dots(x, y_unit) / np.sqrt(np.where(flat, 1.0, spread))
+    return np.where(flat, np.nan, np.clip(r, -1.0, 1.0))
 
 
-def stable_rank(a: np.ndarray) -> float:
-    """‖a‖²_F / σ₁², σ₁² the largest eigenvalue of aᵀa by power iteration from the ones vector."""
-    a = as_float32(a)
-    frobenius = float(np.einsum("ij,ij->", a, a, dtype=np.float64))
-    if frobenius == 0:
-        return float("nan")
-    v = np.full(a.shape[1], 1 / np.sqrt(a.shape[1]), dtype=np.float32)
-    largest = 0.0
-    for _ in range(POWER_ITERATIONS):
-        w = a.T @ (a @ v)
-        estimate = float(v @ w)
-        v = w / np.linalg.norm(w)
-        converged = abs(estimate - largest) <= POWER_TOLERANCE * estimate
+def stable_rank(maps: np.ndarray) -> np.ndarray:
+    """Per map: ‖a‖²_F / σ₁², σ₁² the largest eigenvalue of aᵀa by power iteration from the ones
+    vector, batched over the maps still iterating: each stops at its own convergence, and each
+    step is BLAS's matrix-vector products and dots of the map on its own (numpy's matmul runs
+    them map by map)."""
+    a = as_float32(maps)
+    # ‖a‖²_F map by map: numpy splits a whole-map sum into buffer-sized chunks of its own
+    frobenius = np.array([np.einsum("ij,ij->", m, m, dtype=np.float64) for m in a])
+    out = np.full(len(a), np.nan)
+    running = np.flatnonzero(frobenius != 0)
+    running_maps = a if len(running) == len(a) else a[running]
+    n = a.shape[-1]
+    v = np.full((len(running), n, 1), 1 / np.sqrt(n), dtype=np.float32)  # [map, key, 1]: columns
+    largest = np.zeros(len(running))
+    for step in range(POWER_ITERATIONS):
+        w = np.swapaxes(running_maps, 1, 2) @ (running_maps @ v)
+        estimate = row_dots(v[:, :, 0], w[:, :, 0]).astype(np.float64)
+        v = w / np.sqrt(row_dots(w[:, :, 0], w[:, :, 0]))[:, None, None]
+        done = np.abs(estimate - largest) <= POWER_TOLERANCE * estimate
         largest = estimate
-        if converged:
-            break
-    return frobenius / largest
+        if step == POWER_ITERATIONS - 1:
+            done[:] = True
+        if done.any():
+            out[running[done]] = frobenius[running[done]] / largest[done]
+            if done.all():
+                break
+            running, running_maps, v, largest = running[~done], running_maps[~done], v[~done], largest[~done]
+    return out
 
 
 def effective_rank(sigma: np.ndarray) -> float:
@@ -252,7 +298,7 @@ class CosinePairs:
         if len(index) < 2:
             return cls(index, None, None)
         values = np.asarray(cosine).ravel()[index]
-        return cls(index, _unit_centered(as_float32(values)), _unit_centered(average_ranks(values)))
+        return cls(index, _unit_centered(as_float32(values)), _unit_centered(average_ranks(values[None])[0]))
 
 
 @dataclass
@@ -275,33 +321,39 @@ class MapLayout:
         self.target_keys = np.flatnonzero(segment == TARGET)
 
 
-def cosine_correlations(a: np.ndarray, pairs: CosinePairs) -> tuple[float, float]:
-    """(Pearson, Spearman) of a map with the embedding cosine over ``pairs`` (NaN with fewer
-    than two pairs or no spread)."""
-    values = np.ascontiguousarray(a).ravel()[pairs.index]
-    if len(values) < 2:
-        return float("nan"), float("nan")
-    return (
-        correlation(as_float32(values), pairs.unit),
-        correlation(average_ranks(values), pairs.rank_unit),
-    )
+def cosine_correlations(maps: np.ndarray, pairs: CosinePairs) -> tuple[np.ndarray, np.ndarray]:
+    """Per map, (Pearson, Spearman) with the embedding cosine over ``pairs`` (NaN with fewer than
+    two pairs or no spread)."""
+    values = np.take(np.asarray(maps).reshape(len(maps), -1), pairs.index, axis=1)  # [map, pair]
+    if values.shape[1] < 2:
+        return np.full(len(maps), np.nan), np.full(len(maps), np.nan)
+    return correlation(as_float32(values), pairs.unit), correlation(average_ranks(values), pairs.rank_unit)
 
 
-def streamed_metrics(a: np.ndarray, layout: MapLayout) -> np.ndarray:
-    """The :data:`STREAMED` metrics of one map, in that order."""
-    a32 = as_float32(a)
-    return np.array(
+def streamed_metrics(maps: np.ndarray, layout: MapLayout) -> np.ndarray:
+    """The :data:`STREAMED` metrics of maps [map, query, key] (a layer's heads and head mean:
+    one numpy call per metric for a batch of them, not per map; batches of :data:`BATCH_BYTES`),
+    as [map, metric]. Each map's values are those it has measured on its own, bit for bit
+    (tested)."""
+    maps = np.asarray(maps)
+    step = max(1, BATCH_BYTES // (4 * maps.shape[-1] ** 2))
+    if len(maps) > step:
+        batches = [maps[i : i + step] for i in range(0, len(maps), step)]
+        return np.concatenate([streamed_metrics(batch, layout) for batch in batches])
+    a32 = as_float32(maps)
+    return np.stack(
         [
-            row_entropy(a),
+            row_entropy(maps),
             self_mass(a32),
             previous_mass(a32),
             sink_mass(a32),
             *shot_masses(a32, layout.token_shot),
             block_mass(a32, layout.clue_queries, layout.target_keys),
-            *cosine_correlations(a, layout.cosine_pairs),
-            *cosine_correlations(a, layout.word_cosine_pairs),
+            *cosine_correlations(maps, layout.cosine_pairs),
+            *cosine_correlations(maps, layout.word_cosine_pairs),
             stable_rank(a32),
-        ]
+        ],
+        axis=1,
     )
 
 

@@ -244,16 +244,18 @@ class PromptGroup:
         goes on (a writer thread beside the forward pass's threads was measured no faster on
         CPU: docs/attention.md).
 
-        ``weights`` [head, query, key] is the model's tensor. Its float16 copy is summed over
-        heads in float32, head by head (numpy's order for a mean over an outer axis: the head
-        mean is the mean of the stored values, and no float32 copy of the layer is made), and,
-        for the prompts that keep heads, transposed to heads-last chunk by chunk; the casts,
-        sums and copies run in torch. The metrics follow: the streamed ones of every map, the
-        singular values of the stored heads (with ``head_spectra`` only: nothing downstream reads
-        them), and the singular values and choices of the head
-        means once ``choice_step`` layers (or the last) are pending.
+        ``weights`` [head, query, key] is the model's tensor. Its float16 copy (the heads of the
+        layer's maps [map, query, key], whose last map is the head mean) is summed over heads in
+        float32, head by head (numpy's order for a mean over an outer axis: the head mean is the
+        mean of the stored values, and no float32 copy of the layer is made), and, for the
+        prompts that keep heads, transposed to heads-last chunk by chunk; the casts, sums and
+        copies run in torch. The metrics follow: the streamed ones of the layer's maps (one batch),
+        the singular values of the stored heads (with ``head_spectra`` only: nothing downstream
+        reads them), and the singular values and choices of the head means once ``choice_step``
+        layers (or the last) are pending.
         """
-        a = weights.to(torch.float16).cpu()
+        maps = torch.empty((self.num_heads + 1, *weights.shape[1:]), dtype=torch.float16)
+        a = maps[: self.num_heads].copy_(weights)
         if self.attn is not None:
             self._write_heads(self.attn, layer, a)
         if self.value_norms is not None:
@@ -266,9 +268,8 @@ class PromptGroup:
         self.word_sum[layer], self.word_mean[layer] = word_maps(mean, self.membership)
         self.thesis_word_sum[layer] = word_maps(mean, self.thesis_membership)[0]
         if self.with_metrics:
-            for head, head_map in enumerate(a.numpy()):
-                self.metrics[layer, head] = metrics.streamed_metrics(head_map, self.layout)
-            self.metrics[layer, self.num_heads] = metrics.streamed_metrics(mean.numpy(), self.layout)
+            maps[self.num_heads] = mean  # a copy: the pending head means keep no layer alive
+            self.metrics[layer] = metrics.streamed_metrics(maps.numpy(), self.layout)
             if self.attn is not None and self.head_spectra:
                 self.singular[layer, : self.num_heads] = singular_values(a, self.workers)
             self.pending.append((layer, mean.numpy()))
@@ -289,22 +290,19 @@ class PromptGroup:
         for the prompts that keep heads, measured for all), the head mean as the row shares of
         their sum over heads, with its word map and (pending) choices."""
         total = torch.zeros(a.shape[1:], dtype=torch.float32)
-        shares = torch.empty_like(a) if self.value_attn is not None else None
+        shares = torch.empty((self.num_heads + 1, *a.shape[1:]), dtype=torch.float16)  # heads, head mean
         for head, head_map in enumerate(a):
             weighted = value_weighted(head_map, norms[head])
             total += weighted
-            share = row_shares(weighted).to(torch.float16)
-            if shares is not None:
-                shares[head] = share
-            if self.with_metrics:
-                self.value_metrics[layer, head] = metrics.streamed_metrics(share.numpy(), self.layout)
-        if shares is not None:
-            self._write_heads(self.value_attn, layer, shares)
+            shares[head] = row_shares(weighted)
+        if self.value_attn is not None:
+            self._write_heads(self.value_attn, layer, shares[: self.num_heads])
         mean = row_shares(total).to(torch.float16)
         self.value_head_mean.write((layer, 0, 0), mean.numpy()[None])
         self.value_word_sum[layer] = word_maps(mean, self.membership)[0]
         if self.with_metrics:
-            self.value_metrics[layer, self.num_heads] = metrics.streamed_metrics(mean.numpy(), self.layout)
+            shares[self.num_heads] = mean
+            self.value_metrics[layer] = metrics.streamed_metrics(shares.numpy(), self.layout)
             self.value_pending.append(mean.numpy())
 
     def _measure_head_means(self) -> None:
