@@ -256,3 +256,17 @@ def test_the_cache_loads_as_from_pretrained_does(family, prepared_tiny_mistral, 
 def test_the_embedded_cache_loads_as_from_pretrained_does(embedded_model_dir):
     """SmolLM2-135M (tied embeddings, 30 layers): the same tensors, ties and logits as from_pretrained."""
     assert_same_model(models.load_model(embedded_model_dir).model, reference_load(embedded_model_dir))
+
+
+def test_the_smollm2_tokenizer_is_read_once_and_each_model_gets_its_own(tmp_path):
+    """The GGUF's vocabulary is read once per process; a tiny model's tokenizer is a copy, so a
+    change to one (a template, a pad token, an added token) reaches neither the cache nor the next."""
+    spec = tiny_spec("llama", "smollm2")
+    first = models.tiny_random_tokenizer(spec, tmp_path)
+    first.chat_template, first.pad_token = "changed", "<|im_start|>"
+    first.add_tokens(["zzqq-added"])
+    second = models.tiny_random_tokenizer(spec, tmp_path)
+    assert models.smollm2_gguf_tokenizer() is models.smollm2_gguf_tokenizer()
+    assert second is not first and second is not models.smollm2_gguf_tokenizer()
+    assert second.chat_template != "changed" and second.pad_token != "<|im_start|>"
+    assert len(second) == len(first) - 1
