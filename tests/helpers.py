@@ -505,7 +505,8 @@ class Page:
 def serving(reader: StoreReader, host: str = "127.0.0.1") -> Iterator[tuple[str, int]]:
     """(host, port) of a real server over ``reader`` on a free port, in a thread."""
     httpd = make_server(reader, host, 0)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    # shutdown() waits for the loop's next poll: 0.5 s by default, per server
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield host, httpd.server_address[1]

@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -19,7 +18,7 @@ import pytest
 import zarr
 
 from attnscope import attention, store
-from attnscope.explorer import StoreReader, make_server
+from attnscope.explorer import StoreReader
 from attnscope.mapview import ATTENTION_CMAP, MASK_COLOR
 from tests.helpers import (
     CLUES,
@@ -30,6 +29,7 @@ from tests.helpers import (
     browser,
     plotted,
     reference,
+    serving,
     store_id,
     store_path,
 )
@@ -56,12 +56,8 @@ def chunk_bytes(results: Path, variant: str, group: str, level: str, layer: int,
 def server(results):
     """(explorer, base URL): the server on a free port in a thread."""
     explorer = StoreReader(results)
-    httpd = make_server(explorer, port=0)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield explorer, f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(explorer) as (host, port):
+        yield explorer, f"http://{host}:{port}"
 
 
 def get(url: str) -> tuple[bytes, dict[str, str]]:
@@ -229,74 +225,72 @@ def test_the_page_shows_the_stored_values_and_reads_only_the_chunks_it_shows(two
         [Path(os.environ["ATTNSCOPE_ARTIFACTS"])] if os.environ.get("ATTNSCOPE_ARTIFACTS") else []
     )
     explorer = StoreReader(two_variant_run)
-    httpd = make_server(explorer, port=0)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
     stores = {
         v: zarr.open_group(two_variant_run / "attention" / MODEL / v / "animals-k2.zarr", mode="r")
         for v in CLUES
     }
-    try:
-        page = Page(driver, explorer, f"http://127.0.0.1:{httpd.server_address[1]}/", shots)
-        # a new prompt: its map, its cosine, its metric curves (first opened: metadata reads too)
-        reads = page.view("prompt", lambda: page.select("prompt", "001"))
-        assert reads["chunk"] == 3, reads
-        assert page.view("layer", lambda: page.select("layer", "1"))["chunk"] == 1  # the map (curves kept)
-        assert page.view("head", lambda: page.select("head", "2"))["chunk"] == 2  # the map + its curves
-        prompt = stores["trained"]["001"]
-        keep = plotted(prompt)
-        stored = prompt["attn"][1, 2][np.ix_(keep, keep)]
-        for query, key in [(5, 3), (12, 0), (len(keep) - 1, len(keep) - 2)]:
-            hovered = page.hover(0, query, key)
-            assert hovered["panel"] == "trained"
-            assert float(hovered["value"]) == float(np.float32(stored[query, key])), (query, key, hovered)
-            # the colour drawn there is matplotlib's colormap of the figures at that value (one step of 256)
-            rgb, scale = page.pixel(0, query, key)
-            share = (float(stored[query, key]) - scale["zmin"]) / (scale["zmax"] - scale["zmin"])
-            expected = mpl.colormaps[ATTENTION_CMAP](share, bytes=True)[:3]
-            assert np.abs(np.subtract(rgb, expected, dtype=int)).max() <= 4, (rgb, expected)
-        assert page.pixel(0, 0, 5)[0] == [round(255 * c) for c in mpl.colors.to_rgb(MASK_COLOR)]  # masked
+    with serving(explorer) as (host, port):
+        try:
+            page = Page(driver, explorer, f"http://{host}:{port}/", shots)
+            # a new prompt: its map, its cosine, its metric curves (first opened: metadata reads too)
+            reads = page.view("prompt", lambda: page.select("prompt", "001"))
+            assert reads["chunk"] == 3, reads
+            # the map (curves kept); then the map and its curves
+            assert page.view("layer", lambda: page.select("layer", "1"))["chunk"] == 1
+            assert page.view("head", lambda: page.select("head", "2"))["chunk"] == 2
+            prompt = stores["trained"]["001"]
+            keep = plotted(prompt)
+            stored = prompt["attn"][1, 2][np.ix_(keep, keep)]
+            for query, key in [(5, 3), (12, 0), (len(keep) - 1, len(keep) - 2)]:
+                hovered = page.hover(0, query, key)
+                assert hovered["panel"] == "trained"
+                assert float(hovered["value"]) == float(np.float32(stored[query, key])), (query, key, hovered)
+                # the colour drawn there: the figures' colormap at that value (one step of 256)
+                rgb, scale = page.pixel(0, query, key)
+                share = (float(stored[query, key]) - scale["zmin"]) / (scale["zmax"] - scale["zmin"])
+                expected = mpl.colormaps[ATTENTION_CMAP](share, bytes=True)[:3]
+                assert np.abs(np.subtract(rgb, expected, dtype=int)).max() <= 4, (rgb, expected)
+            assert page.pixel(0, 0, 5)[0] == [round(255 * c) for c in mpl.colors.to_rgb(MASK_COLOR)]  # masked
 
-        reads = page.view("word", lambda: page.select("level", "word"))
-        assert reads["chunk"] == 1, reads  # the head mean's curves: kept from the prompt's view
-        hovered = page.hover(0, 4, 2)
-        assert float(hovered["value"]) == float(np.float32(prompt["word_attn_sum"][1][4, 2]))
+            reads = page.view("word", lambda: page.select("level", "word"))
+            assert reads["chunk"] == 1, reads  # the head mean's curves: kept from the prompt's view
+            hovered = page.hover(0, 4, 2)
+            assert float(hovered["value"]) == float(np.float32(prompt["word_attn_sum"][1][4, 2]))
 
-        box = driver.find_element("css selector", "#variants input[data-variant='qkscale-a2']")
-        reads = page.view("variants", box.click)
-        assert reads["chunk"] == 2, reads  # both variants' maps (trained's again)
-        hovered = page.hover(1, 6, 1)
-        assert hovered["panel"] == "qkscale-a2"
-        assert float(hovered["value"]) == float(
-            np.float32(stores["qkscale-a2"]["001"]["word_attn_sum"][1][6, 1])
-        )
+            box = driver.find_element("css selector", "#variants input[data-variant='qkscale-a2']")
+            reads = page.view("variants", box.click)
+            assert reads["chunk"] == 2, reads  # both variants' maps (trained's again)
+            hovered = page.hover(1, 6, 1)
+            assert hovered["panel"] == "qkscale-a2"
+            assert float(hovered["value"]) == float(
+                np.float32(stores["qkscale-a2"]["001"]["word_attn_sum"][1][6, 1])
+            )
 
-        reads = page.view("difference", driver.find_element("id", "diff").click)
-        assert reads["chunk"] == 1 + 2, reads  # trained; both for the difference
-        hovered = page.hover(1, 6, 2)
-        variant_words, trained_words = (
-            stores[v]["001"]["word_attn_sum"][1] for v in ("qkscale-a2", "trained")
-        )
-        difference = np.float32(variant_words[6, 2]) - np.float32(trained_words[6, 2])
-        assert hovered["panel"] == "qkscale-a2-minus-trained", hovered
-        assert float(hovered["value"]) == float(difference)
+            reads = page.view("difference", driver.find_element("id", "diff").click)
+            assert reads["chunk"] == 1 + 2, reads  # trained; both for the difference
+            hovered = page.hover(1, 6, 2)
+            variant_words, trained_words = (
+                stores[v]["001"]["word_attn_sum"][1] for v in ("qkscale-a2", "trained")
+            )
+            difference = np.float32(variant_words[6, 2]) - np.float32(trained_words[6, 2])
+            assert hovered["panel"] == "qkscale-a2-minus-trained", hovered
+            assert float(hovered["value"]) == float(difference)
 
-        page.mouse(0, 7, 0, click=True)
-        spans = driver.find_elements("css selector", "#textview span.tok")
-        word_row = np.float32(prompt["word_attn_sum"][1][7])
-        assert [float(s.get_attribute("data-value")) for s in spans] == [float(v) for v in word_row]
-        for folder in shots:
-            driver.save_screenshot(str(folder / "explorer-textview.png"))
-        page.view(
-            "curve-click",
-            lambda: driver.execute_script(
-                "document.getElementById('curves').emit('plotly_click', {points: [{x: 0}]});"
-            ),
-        )
-        assert driver.find_element("id", "layer").get_attribute("value") == "0"
-    finally:
-        driver.quit()
-        httpd.shutdown()
-        httpd.server_close()
+            page.mouse(0, 7, 0, click=True)
+            spans = driver.find_elements("css selector", "#textview span.tok")
+            word_row = np.float32(prompt["word_attn_sum"][1][7])
+            assert [float(s.get_attribute("data-value")) for s in spans] == [float(v) for v in word_row]
+            for folder in shots:
+                driver.save_screenshot(str(folder / "explorer-textview.png"))
+            page.view(
+                "curve-click",
+                lambda: driver.execute_script(
+                    "document.getElementById('curves').emit('plotly_click', {points: [{x: 0}]});"
+                ),
+            )
+            assert driver.find_element("id", "layer").get_attribute("value") == "0"
+        finally:
+            driver.quit()
 
 
 @pytest.mark.parametrize(
@@ -309,18 +303,15 @@ def test_the_page_shows_the_stored_values_and_reads_only_the_chunks_it_shows(two
 def test_the_page_says_what_is_wrong_with_the_results_folder(results, tmp_path, folder, messages):
     driver = browser()
     explorer = StoreReader(old_and_partial(results, tmp_path) if folder == "bad" else tmp_path / "empty")
-    httpd = make_server(explorer, port=0)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        driver.get(f"http://127.0.0.1:{httpd.server_address[1]}/")
-        from selenium.webdriver.support.ui import WebDriverWait
+    with serving(explorer) as (host, port):
+        try:
+            driver.get(f"http://{host}:{port}/")
+            from selenium.webdriver.support.ui import WebDriverWait
 
-        status = driver.find_element("id", "status")
-        WebDriverWait(driver, 30).until(lambda _: status.get_attribute("data-ready") == "none")
-        text = driver.find_element("id", "problems").text
-        assert all(message in text for message in messages), text
-        driver.save_screenshot(str(tmp_path / f"explorer-{folder}-input.png"))
-    finally:
-        driver.quit()
-        httpd.shutdown()
-        httpd.server_close()
+            status = driver.find_element("id", "status")
+            WebDriverWait(driver, 30).until(lambda _: status.get_attribute("data-ready") == "none")
+            text = driver.find_element("id", "problems").text
+            assert all(message in text for message in messages), text
+            driver.save_screenshot(str(tmp_path / f"explorer-{folder}-input.png"))
+        finally:
+            driver.quit()
