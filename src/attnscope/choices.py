@@ -401,7 +401,10 @@ def _row_jump(values: np.ndarray, distance: np.ndarray, kind: np.ndarray, near: 
     :data:`MIN_SIDE_KEYS` keys or the segments confound the cutoff (a design not of full rank)."""
     jump = np.full(values.shape[1], np.nan)
     measured = values > FLOAT16_STEP
-    patterns, of_layer = np.unique(measured, axis=1, return_inverse=True)  # layers sharing their keys
+    if measured.all():  # the common case, without np.unique's sort of the columns
+        patterns, of_layer = measured[:, :1], np.zeros(values.shape[1], dtype=np.intp)
+    else:
+        patterns, of_layer = np.unique(measured, axis=1, return_inverse=True)  # layers sharing their keys
     for pattern, keys in enumerate(patterns.T):
         side = near[keys]
         if min(side.sum(), (~side).sum()) < MIN_SIDE_KEYS:
