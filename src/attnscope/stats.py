@@ -69,14 +69,19 @@ def cluster_interval(
     )  # [column, cluster]
     counts = np.stack([np.bincount(cluster_of, observed[:, c], n_clusters) for c in range(values.shape[1])])
 
+    # Columns often share their counts (every layer observed): the bootstrap resamples each
+    # distinct row once, and the pooled statistic reads it for every column that has it.
+    sum_rows, sum_of = np.unique(sums, axis=0, return_inverse=True)
+    count_rows, count_of = np.unique(counts, axis=0, return_inverse=True)
+
     def pooled(*arrays: np.ndarray, axis: int = -1) -> np.ndarray:
-        half = len(arrays) // 2
-        s = np.stack([a.sum(axis=axis) for a in arrays[:half]], axis=-1)
-        n = np.stack([a.sum(axis=axis) for a in arrays[half:]], axis=-1)
+        totals = [a.sum(axis=axis) for a in arrays]
+        s = np.stack([totals[k] for k in sum_of.ravel()], axis=-1)
+        n = np.stack([totals[len(sum_rows) + k] for k in count_of.ravel()], axis=-1)
         with np.errstate(invalid="ignore", divide="ignore"):
             return statistic(s / n)
 
-    data = (*sums, *counts)
+    data = (*sum_rows, *count_rows)
     estimate = float(pooled(*data))
     with np.errstate(invalid="ignore", divide="ignore"):
         per_cluster = np.asarray([statistic(sums[:, c] / counts[:, c]) for c in range(n_clusters)], float)
