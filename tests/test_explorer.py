@@ -293,6 +293,7 @@ def test_the_page_shows_the_stored_values_and_reads_only_the_chunks_it_shows(two
             driver.quit()
 
 
+@pytest.mark.integration  # a real browser, as every page test
 @pytest.mark.parametrize(
     ("folder", "messages"),
     [

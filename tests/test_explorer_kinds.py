@@ -353,6 +353,7 @@ def panel(driver, index: int, key: str) -> str | None:
     )
 
 
+@pytest.mark.integration  # a real browser, as every page test
 def test_the_page_switches_the_map_kind(kinds_results, tmp_path):
     driver = browser()
     explorer = StoreReader(kinds_results)
