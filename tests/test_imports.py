@@ -79,13 +79,15 @@ def test_no_heavy_imports(module):
     [
         ("figures_spectra.py", {"torch", "transformers", "attnscope.spectra", "attnscope.models"}),
         ("build_prompts.py", {MODEL_CLASSES, "attnscope.models"}),
+        ("smollm2_tokenizer.py", {MODEL_CLASSES, "attnscope.models"}),
         ("extract_attention.py", {"sacrebleu"}),
     ],
 )
 def test_scripts_load_only_what_they_use(script, unused):
     """The spectra figures read stored singular values and tables (no torch); building prompts
-    needs a tokenizer, not the model classes that loading a model imports; the extraction runs
-    generation's shared prefill, not its clue scores (chrF)."""
+    and converting SmolLM2's tokenizer from its GGUF need a tokenizer, not the model classes that
+    loading a model imports; the extraction runs generation's shared prefill, not its clue scores
+    (chrF)."""
     loaded = loaded_by(script_imports(script))
     assert not loaded & unused, f"scripts/{script} imports {sorted(loaded & unused)}"
 

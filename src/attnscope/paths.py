@@ -18,6 +18,9 @@ IMPORT_REPORT = "results/data/import_report.json"
 TARGET_REPORT = "results/data/targets/{experiment}.json"
 
 MANIFEST = "results/models/{model}/manifest.json"
+SMOLLM2_TOKENIZER = "results/tokenizers/smollm2"
+"""SmolLM2's tokenizer converted from its GGUF once per run, as ``save_pretrained`` writes it: what
+the tiny random models that use it read (the GGUF's vocabulary takes seconds to read)."""
 
 PROMPTS = "results/prompts/{model}/{experiment}.parquet"
 

@@ -67,6 +67,12 @@ def weights_location(model_dir: str | os.PathLike, manifest: dict[str, Any]) -> 
     return Path(model_dir) / location if location == WEIGHTS_DIR else location
 
 
+def gguf_tokenizer(gguf: str | os.PathLike) -> PreTrainedTokenizerBase:
+    """The tokenizer a GGUF file carries (its vocabulary and merges, converted by transformers)."""
+    gguf = Path(gguf)
+    return AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+
+
 def load_tokenizer(model_dir: str | os.PathLike, chat_template: str | None = None) -> PreTrainedTokenizerBase:
     """The prepared model's tokenizer; ``chat_template`` overrides its template.
 
