@@ -46,7 +46,7 @@ from transformers import AutoModelForCausalLM, PreTrainedModel
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write  # noqa: E402
 
-from attnscope import architecture, models, spectra  # noqa: E402
+from attnscope import architecture, config, models, spectra  # noqa: E402
 
 REL_TOL = 1e-4
 FLOOR = 1e-6
@@ -60,7 +60,7 @@ BAR_BARE = 1.2
 def load(model_dir: str | None) -> PreTrainedModel:
     """A prepared model dir (manifest.json), a HF dir, or (None) the embedded GGUF dequantized."""
     if model_dir is None:
-        spec = models.SMOLLM2_SOURCE
+        spec = config.SMOLLM2_SOURCE
         model, _ = models.dequantize_embedded(spec, models.embedded_gguf_path(spec))
         return model
     if (Path(model_dir) / models.MANIFEST).is_file():

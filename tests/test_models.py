@@ -72,7 +72,7 @@ def test_embedded_model_cache_equals_the_gguf(embedded_model_dir):
     assert (manifest["num_layers"], manifest["num_heads"], manifest["num_kv_heads"]) == (30, 9, 3)
     assert "dequantized 4-bit" in manifest["notes"][0]
     loaded = models.load_model(embedded_model_dir)
-    gguf = models.embedded_gguf_path(models.SMOLLM2_SOURCE)
+    gguf = models.embedded_gguf_path(config.SMOLLM2_SOURCE)
     reference = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     ids = loaded.tokenizer("Word: Ant", return_tensors="pt")["input_ids"]
     with torch.no_grad():
