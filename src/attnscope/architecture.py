@@ -301,6 +301,8 @@ def required(model_type: str | None, model_class: str, stage: str) -> Family:
 
 
 _PRE_NORM = Family()
+_GPT_BLOCK = {"norm": "layer", "biases": ("q", "k", "v", "o", "up", "down"), "gate": None}
+"""GPT-2's and GPT-NeoX's block: LayerNorms, a bias on every projection, an MLP without a gate."""
 FAMILIES: dict[str, Family] = {
     "llama": _PRE_NORM,
     "mistral": _PRE_NORM,
@@ -327,30 +329,26 @@ FAMILIES: dict[str, Family] = {
     ),
     "phi3": Family(qkv="qkv_proj", gate_up="gate_up_proj"),
     "gpt_neox": Family(
+        **_GPT_BLOCK,
         layers="gpt_neox.layers",
         attention="attention",
-        o="dense",
-        gate=None,
-        up="dense_h_to_4h",
-        down="dense_4h_to_h",
         qkv="query_key_value",
         qkv_per_head=True,
-        biases=("q", "k", "v", "o", "up", "down"),
-        norm="layer",
+        o="dense",
+        up="dense_h_to_4h",
+        down="dense_4h_to_h",
         parallel_residual="use_parallel_residual",
         cache_kwarg="layer_past",
     ),
     "gpt2": Family(
+        **_GPT_BLOCK,
         layers="transformer.h",
         attention="attn",
-        o="c_proj",
-        gate=None,
-        up="c_fc",
-        down="c_proj",
         qkv="c_attn",
         transposed=True,
-        biases=("q", "k", "v", "o", "up", "down"),
-        norm="layer",
+        o="c_proj",
+        up="c_fc",
+        down="c_proj",
         input_norm="ln_1",
         mlp_norm="ln_2",
         positions="learned",
