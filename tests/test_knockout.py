@@ -338,10 +338,23 @@ def test_greedy_decoding_under_a_knockout_follows_its_teacher_forced_logits(fami
 def test_a_batch_is_refused(tiny_llama):
     model, _ = tiny_llama
     blocked = knockout.BlockedEdges(np.zeros((4, 4), bool), np.zeros(4, bool))
-    with pytest.raises(ValueError, match="one sequence at a time, not a batch of 2"):
+    with pytest.raises(ValueError, match=r"one sequence per row \(1\), not a batch of 2"):
         forward_batch = torch.tensor([[1, 2, 3, 4], [1, 2, 3, 4]])
         with torch.inference_mode(), knockout.Knockout(model, blocked, [0]):
             model(input_ids=forward_batch)
+
+
+def test_dense_edges_are_the_pairs_between_every_position():
+    """The dense [query, key] matrix of a sequence shorter than, as long as and longer than the
+    prompt equals the pairs the masks read position by position."""
+    rng = np.random.default_rng(0)
+    n = 7
+    blocked = knockout.BlockedEdges(np.tril(rng.random((n, n)) < 0.5, k=-1), rng.random(n) < 0.5)
+    for length in (3, n, n + 4):
+        positions = torch.arange(length)
+        expected = blocked.between(positions, positions).numpy()
+        assert np.array_equal(blocked.dense(length), expected)
+    assert blocked.dense(n + 4)[n:, :n].any() and not blocked.dense(n + 4)[:, n:].any()
 
 
 def test_a_query_cannot_block_itself():

@@ -32,7 +32,8 @@ context is entered first. Key positions come from the KV cache's own ``get_mask_
 sliding-window layer keeps only its last keys), query positions from ``position_ids``, so a
 knockout holds under a cache, token by token. One sequence at a time (batch of one, no padding):
 ``with applied(model, variant, annotation, n_prompt): generation.generate(model, tokenizer,
-[prompt_ids], ...)`` gives that prompt's greedy clue under the knockout (tested).
+[prompt_ids], ...)`` gives that prompt's greedy clue under the knockout (tested); or one sequence
+per row of a batch, each row under its own knockout (:class:`RowKnockouts`: the teacher-forced scores).
 """
 
 from __future__ import annotations
@@ -95,8 +96,11 @@ class BlockedEdges:
 
     def dense(self, length: int) -> np.ndarray:
         """[query, key] bool of a sequence of ``length`` tokens (the prompt and what follows it)."""
-        positions = torch.arange(length)
-        return self.between(positions, positions).numpy()
+        n = len(self.continuation)
+        blocked = np.zeros((length, length), dtype=bool)
+        blocked[: min(n, length), : min(n, length)] = self.prompt[:length, :length]
+        blocked[n:, : min(n, length)] = self.continuation[:length]
+        return blocked
 
 
 def _prompt_labels(annotation: prompts.Annotation, n_prompt: int) -> tuple[np.ndarray, np.ndarray]:
@@ -242,7 +246,7 @@ def layer_maps(model: PreTrainedModel, ids: Sequence[int], layers: Iterable[int]
 
 class Knockout:
     """Context manager: ``blocked`` applied in the attention of ``layers`` (any iterable of layer
-    indices; empty: the model runs unchanged) of ``model`` (module docstring)."""
+    indices; empty: the model runs unchanged) of ``model`` (module docstring), on one sequence."""
 
     def __init__(self, model: PreTrainedModel, blocked: BlockedEdges, layers: Iterable[int]):
         modules = architecture.attention_modules(model)
@@ -250,12 +254,31 @@ class Knockout:
         outside = [layer for layer in self.layers if not 0 <= layer < len(modules)]
         if outside:
             raise ValueError(f"knockout layers {outside}: the model has layers 0-{len(modules) - 1}")
-        self.modules = [modules[layer] for layer in self.layers]
-        self.blocked = blocked
+        self.model, self.blocked = model, blocked
+
+    def __enter__(self) -> Knockout:
+        self.rows = RowKnockouts(self.model, [self]).__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.rows.__exit__(*exc)
+
+
+class RowKnockouts:
+    """Context manager: each row of a batch of sequences (the same positions, no padding) under its
+    own knockout (``None``: the row runs unchanged), so contexts that share their inputs and KV
+    cache run as one batch: a matmul of many rows costs far less than as many of one row."""
+
+    def __init__(self, model: PreTrainedModel, rows: Sequence[Knockout | None]):
+        modules = architecture.attention_modules(model)
+        self.rows = list(rows)
+        layers = sorted(set().union(*(row.layers for row in self.rows if row is not None)))
+        self.modules = [modules[layer] for layer in layers]
         self.cache_kwarg = architecture.family(model.config).cache_kwarg
         self.handles: list[torch.utils.hooks.RemovableHandle] = []
 
-    def __enter__(self) -> Knockout:
+    def __enter__(self) -> RowKnockouts:
+        self.blocked: dict[tuple[int, ...], torch.Tensor] = {}
         for module in self.modules:
             self.handles.append(module.register_forward_pre_hook(self._mask, with_kwargs=True))
         return self
@@ -268,15 +291,17 @@ class Knockout:
     def _mask(
         self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """The module's inputs with the blocked positions of its queries and keys masked."""
+        """The module's inputs with each row's blocked positions of its queries and keys masked."""
         implementation = getattr(module.config, "_attn_implementation", "eager")
         if implementation.startswith("flash"):
             raise ValueError(
                 f"a knockout needs an attention mask; {implementation} takes none (use eager or sdpa)"
             )
         hidden = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
-        if hidden.shape[0] != 1:
-            raise ValueError(f"a knockout runs one sequence at a time, not a batch of {hidden.shape[0]}")
+        if hidden.shape[0] != len(self.rows):
+            raise ValueError(
+                f"a knockout runs one sequence per row ({len(self.rows)}), not a batch of {hidden.shape[0]}"
+            )
         n_query = hidden.shape[1]
         position_ids = kwargs.get("position_ids")
         queries = position_ids[0] if position_ids is not None else torch.arange(n_query, device=hidden.device)
@@ -287,18 +312,25 @@ class Knockout:
             else (n_query, int(queries[0]))
         )
         keys = torch.arange(offset, offset + n_key, device=hidden.device)
-        blocked = self.blocked.between(queries, keys)
         mask = kwargs.get("attention_mask")
         if mask is None:  # SDPA's plain causal case, left to its is_causal flag: made explicit
             mask = (keys[None, :] <= queries[:, None])[None, None]
-        if mask.shape[-2:] != blocked.shape:
+        if mask.shape[-2:] != (n_query, n_key):
             raise RuntimeError(
-                f"layer {module.layer_idx}: mask {tuple(mask.shape)} for {tuple(blocked.shape)} positions"
+                f"layer {module.layer_idx}: mask {tuple(mask.shape)} for {(n_query, n_key)} positions"
             )
-        if mask.dtype == torch.bool:
-            mask = mask & ~blocked
-        else:
-            mask = mask.masked_fill(blocked, torch.finfo(mask.dtype).min)
+        mask = mask.expand(len(self.rows), *mask.shape[1:]).clone()
+        for row, knockout in enumerate(self.rows):
+            if knockout is None or module.layer_idx not in knockout.layers:
+                continue
+            positions = (row, int(queries[0]), n_query, offset, n_key)  # the same in most layers of a pass
+            if positions not in self.blocked:
+                self.blocked[positions] = knockout.blocked.between(queries, keys)
+            blocked = self.blocked[positions]
+            if mask.dtype == torch.bool:
+                mask[row] &= ~blocked
+            else:
+                mask[row] = mask[row].masked_fill(blocked, torch.finfo(mask.dtype).min)
         return args, {**kwargs, "attention_mask": mask}
 
 
@@ -358,6 +390,12 @@ def context_prefix(
     return generation.Prefix(ids[:shared], cache)
 
 
+KNOCKOUT_BATCH = 16
+"""Most contexts :func:`clue_logprobs` runs as one batch (a control's 15 knockouts of 5 seeds × 3
+windows and the unchanged model): a matmul of a batch of short continuations costs far less than
+its rows one by one (docs/performance.md, "Knockouts")."""
+
+
 def clue_logprobs(
     model: PreTrainedModel,
     prompt_ids: Sequence[int],
@@ -373,25 +411,31 @@ def clue_logprobs(
     it changes nothing. ``prefix`` (:func:`attnscope.generation.prefill_prefix` of the prompt's
     first tokens, at most ``shared`` of them, run on one thread; or :func:`context_prefix`) is
     continued from instead of running them again, so prompts that begin alike, and the clues
-    scored after one prompt, share it. On one torch thread: how many threads split a matmul
-    changes its rounding, so a cluster job and a laptop would write different bytes."""
+    scored after one prompt, share it. The contexts run as batches of :data:`KNOCKOUT_BATCH`
+    rows (:class:`RowKnockouts`) on one torch thread: how many threads split a matmul changes its
+    rounding, so a cluster job and a laptop would write different bytes."""
     if not clue_ids:
         raise ValueError("clue_logprobs: the clue has no tokens")
     context = context_prefix(model, prompt_ids, shared, prefix)
     ids = [int(i) for i in prompt_ids] + [int(i) for i in clue_ids]
     device = next(model.parameters()).device
-    targets = torch.tensor(ids[len(prompt_ids) :], device=device)[:, None]
+    targets = torch.tensor(ids[len(prompt_ids) :], device=device)[None, :, None]
+    rows = list(knockouts)
     out = []
     with torch.inference_mode(), models.torch_threads(1):
-        for knockout in knockouts:
-            with knockout or nullcontext():
+        for start in range(0, len(rows), KNOCKOUT_BATCH):
+            batch = rows[start : start + KNOCKOUT_BATCH]
+            cache = copy.deepcopy(context.cache)
+            cache.batch_repeat_interleave(len(batch))
+            with RowKnockouts(model, batch):
                 logits = model(
-                    input_ids=torch.tensor([ids[len(context.ids) : -1]], device=device),
-                    cache=copy.deepcopy(context.cache),
+                    input_ids=torch.tensor([ids[len(context.ids) : -1]] * len(batch), device=device),
+                    cache=cache,
                     logits_to_keep=len(clue_ids),
-                ).logits[0]
+                ).logits
             logprobs = torch.log_softmax(logits.float(), dim=-1)
-            out.append(logprobs.gather(-1, targets)[:, 0].double().cpu().numpy())
+            scored = logprobs.gather(-1, targets.expand(len(batch), -1, -1))[:, :, 0]
+            out += list(scored.double().cpu().numpy())
     return out
 
 
@@ -438,8 +482,9 @@ def prompt_effects(
     Several knockouts share every pass that does not depend on their layers: the unchanged
     model's maps (one capture of all their layers), each prompt's positions before its first
     blocked query (:func:`context_prefix`, once for both clues) and the unchanged context's
-    scores. Each pass is the one a knockout run alone makes, so the rows have the same bytes;
-    the knockouts' rows follow in their order."""
+    scores; the contexts after that position run as rows of one batch (:func:`clue_logprobs`).
+    On the CPU a batch row's values do not depend on the rows beside it, so the rows have the
+    bytes of each knockout run alone (tested); the knockouts' rows follow in their order."""
     names = [variant] if isinstance(variant, str) else list(variant)
     parsed = [variants.parse(name) for name in names]
     seeds = [p.seeds or (None,) for p in parsed]
