@@ -38,6 +38,12 @@ def runs(pattern, **extra):
     ]
 
 
+def every_spectra_variant(pattern):
+    """`pattern` for every variant of the spectra (trained, spectra.variants, the random one), in
+    that order, `{model}` kept a wildcard: the outputs of a job per model that loads them in turn."""
+    return expand(pattern, variant=PLAN.spectra_variants, allow_missing=True)
+
+
 # Figures: each written as PNG and SVG, the PNG marked for the HTML report with its caption
 # (report/{caption}.rst). Used by rules/figures.smk.
 

@@ -1,23 +1,26 @@
 # What heads do and where information flows (docs/heads.md), config section `heads:`: head-type
-# scores per layer × head on a seeded repeated-token probe, one job per model × spectra variant
-# (a head's type is a property of the weights, like its spectrum); attention rollout with the
+# scores per layer × head on a seeded repeated-token probe of every spectra variant, one job per
+# model (a head's type is a property of the weights, like its spectrum); attention rollout with the
 # residual per prompt from every attention store's head-mean maps; one table per head (weights,
 # behaviour on the claims' experiments, types) per model × variant of spectra.variants that has
 # metrics on those experiments, and the rank correlations of its weight and behaviour columns.
 # Their figures are drawn from these tables by the rules of rules/figures.smk.
 
 rule head_types:
+    """One job per model: the probe on every variant of the spectra, loaded in turn, one model start
+    for them all (docs/performance.md); a changed variant list reruns the whole job."""
     input:
         manifest=attnscope_paths.MANIFEST,
     output:
-        table=attnscope_paths.HEAD_TYPES,
+        table=every_spectra_variant(attnscope_paths.HEAD_TYPES),
     params:
         heads=lambda wc: attnscope_config.config_slice(config, "heads", attnscope_config.HEADS_KEYS),
         load=load_options,
+        variants=PLAN.spectra_variants,  # which outputs, in their order: in no variant's digest
     log:
-        "results/logs/head_types/{model}/{variant}.log",
+        "results/logs/head_types/{model}.log",
     benchmark:
-        "results/benchmarks/head_types/{model}/{variant}.tsv"
+        "results/benchmarks/head_types/{model}.tsv"
     threads: MODEL_THREADS
     resources:
         **model_resources("head_types"),

@@ -2,23 +2,27 @@
 # and the learned-vs-random comparison (docs/spectra.md); config section `spectra:`.
 
 rule weight_spectra:
+    """One job per model: every variant of the spectra (trained, spectra.variants, the random one)
+    loaded in turn, one model start for them all (docs/performance.md); a changed variant list
+    reruns the whole job."""
     input:
         manifest=attnscope_paths.MANIFEST,
     output:
-        table=attnscope_paths.SPECTRA,
-        zarr=directory(attnscope_paths.SINGULAR_VALUES),
-        alignment=attnscope_paths.ALIGNMENT,
-        qk_circuits=attnscope_paths.QK_CIRCUITS,
-        ov_circuits=attnscope_paths.OV_CIRCUITS,
+        table=every_spectra_variant(attnscope_paths.SPECTRA),
+        zarr=directory(every_spectra_variant(attnscope_paths.SINGULAR_VALUES)),
+        alignment=every_spectra_variant(attnscope_paths.ALIGNMENT),
+        qk_circuits=every_spectra_variant(attnscope_paths.QK_CIRCUITS),
+        ov_circuits=every_spectra_variant(attnscope_paths.OV_CIRCUITS),
     params:
         spectra=lambda wc: attnscope_config.config_slice(
             config, "spectra", attnscope_config.SPECTRA_KEYS
         ),
         model=lambda wc: attnscope_config.model_build_spec(model_spec(wc)),
+        variants=PLAN.spectra_variants,  # which outputs, in their order: in no variant's digest
     log:
-        "results/logs/weight_spectra/{model}/{variant}.log",
+        "results/logs/weight_spectra/{model}.log",
     benchmark:
-        "results/benchmarks/weight_spectra/{model}/{variant}.tsv"
+        "results/benchmarks/weight_spectra/{model}.tsv"
     threads: MODEL_THREADS
     resources:
         **model_resources("weight_spectra"),

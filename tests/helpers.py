@@ -608,7 +608,7 @@ def tiny_config(model: str = "tiny-mistral", **experiments) -> dict:
     }
     config["generation"] = {"max_new_tokens": 6, "batch_size": 2}
     # trained and the random init the comparisons use (config.yaml adds two init seeds and the
-    # α edits): every stage runs, with four weight_spectra and head_types jobs fewer per run
+    # α edits): every stage runs, with four variants fewer in the weight_spectra and head_types jobs
     config["spectra"]["variants"] = ["trained", "random-s0"]
     config["theory"] = {
         "trials": 200,
@@ -706,7 +706,8 @@ def with_aggregates(selected: list, jobs: list, claims_experiment: str = "animal
     """`selected` plus the jobs of `jobs` that combine them: the aggregates above, the claims
     table (it reads every experiment's results of a model), a variant's head table (its head
     types and its metrics on `claims_experiment`, the first experiment of the tests' configs) and
-    a model's head correlations (its head tables), and the figures of those tables (TABLE_FIGURES)."""
+    a model's head correlations (its head tables), and the figures of those tables (TABLE_FIGURES).
+    A head_types job is one per model (every spectra variant): every head table of the model reads it."""
     combining = (*AGGREGATE_SOURCES, "claims", "head_table", "head_correlations", *TABLE_FIGURES.values())
     chosen = sorted({job for job in selected if job[0] not in combining})
     found = [set(wc.split(", ")) for _, wc in chosen]
@@ -715,12 +716,11 @@ def with_aggregates(selected: list, jobs: list, claims_experiment: str = "animal
         if rule == "claims":
             return any(w.startswith("model=") for keys in found for w in keys)
         keys = set(wildcards.split(", "))
-        if rule == "head_table":
+        if rule == "head_table":  # its variant's head types come from its model's head_types job
+            model = {w for w in keys if w.startswith("model=")}
             return any(
-                keys <= f
-                and (
-                    r == "head_types" or (r == "attention_metrics" and f"experiment={claims_experiment}" in f)
-                )
+                (r == "head_types" and model <= f)
+                or (r == "attention_metrics" and keys <= f and f"experiment={claims_experiment}" in f)
                 for (r, _), f in zip(chosen, found)
             )
         if rule == "head_correlations" or rule in TABLE_FIGURES.values():  # added below, with their tables

@@ -2,11 +2,12 @@
 
 A real Snakemake run is killed (SIGKILL to its whole process group, the job's script
 included) while generate_clues decodes, while extract_attention fills its partial store,
-and while weight_spectra writes its outputs. Every output the killed job declared is then
-absent or marked incomplete by Snakemake, and ``--rerun-incomplete`` gives exactly the
-outputs of an uninterrupted run. The model is a larger tiny-random Mistral, so that each
-job lasts long enough to be killed in the middle. A Parquet write killed at the byte
-level leaves no table either, and the next write clears its temporary file.
+and while weight_spectra writes its outputs (one job per model, its variants in turn). Every
+output the killed job declared is then absent or marked incomplete by Snakemake, and
+``--rerun-incomplete`` gives exactly the outputs of an uninterrupted run. The model is a
+larger tiny-random Mistral, so that each job lasts long enough to be killed in the middle. A
+Parquet write killed at the byte level leaves no table either, and the next write clears its
+temporary file.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ MODEL, EXPERIMENT, N_PROMPTS = "tiny-mistral", "animals-k5", 4
 CLUES = f"results/clues/{MODEL}/trained/{EXPERIMENT}.parquet"
 STORE = f"results/attention/{MODEL}/trained/{EXPERIMENT}.zarr"
 SPECTRA = f"results/spectra/{MODEL}/trained.parquet"
+SPECTRA_VARIANTS = ("trained", "random-s0")  # interrupt_config's: trained and spectra.random_variant
 OUTPUTS = {
     "generate_clues": (
         CLUES,
@@ -42,10 +44,10 @@ OUTPUTS = {
         CLUES.replace(".parquet", ".timing.tsv"),
     ),
     "extract_attention": (STORE,),
-    "weight_spectra": (
-        SPECTRA,
-        SPECTRA.replace(".parquet", "_alignment.parquet"),
-        SPECTRA.replace(".parquet", ".zarr"),
+    "weight_spectra": tuple(  # the first variant's table first: the job's first output written
+        SPECTRA.replace("trained", variant).replace(".parquet", suffix)
+        for variant in SPECTRA_VARIANTS
+        for suffix in (".parquet", "_alignment.parquet", ".zarr")
     ),
 }
 POLL_SECONDS = 0.005
@@ -182,15 +184,17 @@ def test_kill_during_attention_extraction_resumes(reference, tmp_path):
 
 @pytest.mark.integration
 def test_kill_while_writing_spectra(reference, tmp_path):
-    """Killed as soon as the first of its three outputs (written in turn) appears."""
+    """Killed as soon as the first of its outputs (written in turn, variant by variant) appears:
+    the rerun writes every variant's outputs as the uninterrupted run did."""
     workdir = tmp_path / "run"
     interrupt(reference, workdir, "weight_spectra", lambda w: (w / SPECTRA).exists(), "the spectra table")
     rerun_incomplete(workdir, SPECTRA)
-    table, alignment, store = OUTPUTS["weight_spectra"]
-    for path in (table, alignment):
-        assert (workdir / path).read_bytes() == (reference / path).read_bytes(), path
-    assert_same_zarr(workdir / store, reference / store)
-    assert not list((workdir / store).parent.glob(".*")), "temporary files left behind"
+    for path in OUTPUTS["weight_spectra"]:
+        if path.endswith(".zarr"):
+            assert_same_zarr(workdir / path, reference / path)
+        else:
+            assert (workdir / path).read_bytes() == (reference / path).read_bytes(), path
+    assert not list((workdir / SPECTRA).parent.glob(".*")), "temporary files left behind"
 
 
 def test_killed_parquet_write_leaves_no_table(tmp_path):

@@ -31,10 +31,20 @@ rule job:
 """
 
 SCRIPT = """
+import json
+
 from attnscope import io
 
-digest = io.job_digest(snakemake, snakemake.wildcards.name, inputs=["table", "nothing", "more"])
-io.write_text(digest, snakemake.output[0])
+inputs = ["table", "nothing", "more"]
+digests = {
+    "all": io.job_digest(snakemake, snakemake.wildcards.name, inputs=inputs),
+    "without_name": io.job_digest(snakemake, snakemake.wildcards.name, inputs=inputs, leave_out=["name"]),
+}
+try:
+    io.job_digest(snakemake, leave_out=["name", "variants"])
+except ValueError as error:
+    digests["unknown"] = str(error)
+io.write_text(json.dumps(digests), snakemake.output[0])
 """
 
 
@@ -65,8 +75,9 @@ def test_a_json_without_a_spec_digest_names_the_file(tmp_path):
 
 
 def test_job_digest_in_a_snakemake_job(upstream):
-    """Params in the rule's order (but a figure's dpi, which decides no table), then the extra
-    values, then each named input's recorded digest; an input given as an empty list adds nothing."""
+    """Params in the rule's order (but a figure's dpi, which decides no table, and those named in
+    ``leave_out``), then the extra values, then each named input's recorded digest; an input given
+    as an empty list adds nothing; a ``leave_out`` that names no param is an error."""
     (upstream / "Snakefile").write_text(textwrap.dedent(SNAKEFILE))
     (upstream / "job.py").write_text(textwrap.dedent(SCRIPT))
     run = subprocess.run(
@@ -77,11 +88,14 @@ def test_job_digest_in_a_snakemake_job(upstream):
         timeout=300,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    digest = (upstream / "digest_n.txt").read_text()
+    digests = json.loads((upstream / "digest_n.txt").read_text())
+    digest = digests["all"]
     params = ({"epsilon": 0.5}, ["n", 2])
     assert digest == io.config_digest(*params, "n", "table0", "manifest0", "store0")
     assert digest != io.config_digest(*params, "n", "manifest0", "store0", "table0")  # inputs out of order
     assert digest != io.config_digest(*params, "table0", "manifest0", "store0")  # the extra value left out
+    assert digests["without_name"] == io.config_digest({"epsilon": 0.5}, "n", "table0", "manifest0", "store0")
+    assert digests["unknown"] == "leave_out names no param of rule job: variants"
 
 
 def test_markdown_and_html_tables_write_a_cell_alike():

@@ -45,7 +45,8 @@ MODEL_RULES = (
 )
 """The rules that load a model."""
 PROBE = ("head_types", "head_types_figure")
-"""The head-type probe of a variant (a model job) and its figure: they read no prompt."""
+"""The head-type probe (one model job per model, every spectra variant in turn) and its figures (one
+per variant): they read no prompt."""
 
 
 def base_config() -> dict:
@@ -184,13 +185,15 @@ def test_model_changed_runs_everything_for_that_model(finished_run):
 )
 def test_each_value_reruns_the_jobs_that_read_it(finished_run, key, value, selects):
     planned, jobs = run_after(finished_run, set_key(key, value))
-    # A knockout job runs the trained variant on the trained clues, though its wildcards name an
-    # edge set (knockouts=…), not a variant.
-    variant_jobs = [job for job in jobs if "variant=" in job[1] or job[0] == "knockout"]
+    # The jobs that load a variant as the model's load options say: those whose wildcards name
+    # it, a knockout job (the trained variant on the trained clues; its wildcards name an edge set,
+    # knockouts=…) and a head_types job (every spectra variant of its model; its wildcards name
+    # none). Not weight_spectra (also one job per model): it always loads float32 weights.
+    variant_jobs = [job for job in jobs if "variant=" in job[1] or job[0] in ("knockout", "head_types")]
     expected = {
-        "variant jobs": [job for job in variant_jobs if job[0] != "weight_spectra"],
-        # Jobs of the variant's prompts: not its weights' spectra nor its head types' probe.
-        "generation jobs": [job for job in variant_jobs if job[0] not in ("weight_spectra", *PROBE)],
+        "variant jobs": variant_jobs,
+        # Jobs of the variant's prompts: not its head types' probe.
+        "generation jobs": [job for job in variant_jobs if job[0] not in PROBE],
         # The chat template shapes the prompts and all that follows them, not the weights.
         "prompt jobs": [
             job for job in having(jobs, f"model={MODEL}") if job[0] not in ("prepare_model", "weight_spectra")
@@ -223,13 +226,15 @@ def test_clue_sources_rerun_everything_downstream_of_the_import(finished_run):
 
 @pytest.mark.parametrize("key", ["probe_length", "probe_count", "seed"])
 def test_a_head_probe_setting_reruns_only_the_head_types(finished_run, key):
-    """The probe is the same for every variant: all head_types jobs rerun, their figures and the
-    head tables that join them, nothing else (the rollout reads the attention stores, not the probe)."""
+    """The probe is the same for every variant: the model's head_types job (every spectra variant)
+    reruns, the figures of every variant and the head tables that join them, nothing else (the
+    rollout reads the attention stores, not the probe)."""
     value = {"probe_length": 7, "probe_count": 2, "seed": 3}[key]
     planned, jobs = run_after(finished_run, set_key(f"heads.{key}", value))
     heads = (*PROBE, "head_table", "head_correlations", "head_correlations_figure")
     assert planned == having(jobs, rules=heads)
-    assert len(having(planned, rules=("head_types",))) == len(base_config()["spectra"]["variants"])
+    assert having(planned, rules=("head_types",)) == [("head_types", f"model={MODEL}")]
+    assert len(having(planned, rules=("head_types_figure",))) == len(base_config()["spectra"]["variants"])
     assert having(planned, rules=("head_table",)) and having(planned, rules=("head_correlations",))
 
 

@@ -48,22 +48,48 @@ def test_each_model_rule_is_sized_by_its_own_estimate(tmp_path):
     inputs = {"manifest": str(tmp_path / "none.json"), "prompts": str(tmp_path / "none.parquet")}
     spec = config["models"]["smollm2"]
     size = resources.model_size(spec)
+    # weight_spectra and head_types: one job per model, every spectra variant in turn (SmolLM2 in
+    # float32 holds as much for each)
+    spectra = resources.spectra_resources(size, "cuda")
+    probe = resources.attention_resources(  # 90 probes of BOS + 2 × 500 tokens
+        spec, size, "trained", n_prompts=90, tokens=1001
+    )
+    runs = len(plan.spectra_variants)
     expected = {
         "prepare_model": resources.prepare_resources(spec, size),
         "generate_clues": generation(spec, "qkscale-a2", tokens=210),
         "extract_attention": resources.attention_resources(
             spec, size, "qkscale-a2", n_prompts=30, tokens=210
         ),
-        "weight_spectra": resources.spectra_resources(size, "cuda"),
-        "head_types": resources.attention_resources(  # 90 probes of BOS + 2 × 500 tokens
-            spec, size, "qkscale-a2", n_prompts=90, tokens=1001
-        ),
+        "weight_spectra": resources.Resources(spectra.mem_mb, runs * spectra.runtime, spectra.gpu),
+        "head_types": resources.Resources(probe.mem_mb, runs * probe.runtime, probe.gpu),
     }
     jobs = {rule: resources.model_job(rule, config, plan, wildcards, inputs) for rule in expected}
     assert jobs == expected
     assert len(set(jobs.values())) == len(jobs)  # a mixed-up rule shows
     with pytest.raises(ValueError, match="no resource estimate for rule 'clue_table'"):
         resources.model_job("clue_table", config, plan, wildcards, inputs)
+
+
+def test_a_job_per_model_asks_for_its_largest_variant_and_the_time_of_all():
+    """head_types loads every spectra variant in turn: the memory of the one that holds most (a
+    random init is made in float32, then cast to the model's float16), the runtimes summed."""
+    config = workflow_config()
+    config["models"]["smollm2"]["dtype"] = "float16"
+    configfile.validate(config, REPO / "schemas" / "config.schema.yaml")
+    plan = cfg.plan(config)
+    assert plan.spectra_variants[:2] == ["trained", "random-s0"]
+    spec = config["models"]["smollm2"]
+    size = resources.model_size(spec)
+    probe = {
+        variant: resources.attention_resources(spec, size, variant, n_prompts=30, tokens=129)
+        for variant in plan.spectra_variants
+    }
+    assert probe["random-s0"].mem_mb > probe["trained"].mem_mb
+    config["heads"] |= {"probe_count": 30, "probe_length": 64}
+    job = resources.model_job("head_types", config, plan, {"model": "smollm2"}, {})
+    assert job.mem_mb == probe["random-s0"].mem_mb
+    assert job.runtime == len(plan.spectra_variants) * probe["trained"].runtime
 
 
 def test_tiny_size_is_the_built_models_parameter_count(tiny_mistral, prepared_tiny_mistral):

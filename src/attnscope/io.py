@@ -67,14 +67,23 @@ FIGURE_PARAMS = frozenset({"dpi"})
 """Params that decide only a job's figures, never its tables: they enter no digest."""
 
 
-def job_digest(job: Any, *extra: Any, inputs: Iterable[str] = ()) -> str:
+def job_digest(job: Any, *extra: Any, inputs: Iterable[str] = (), leave_out: Iterable[str] = ()) -> str:
     """The config digest of a Snakemake job (``snakemake`` in a rule's script): every param in
-    the rule's order but those of :data:`FIGURE_PARAMS`, then ``extra`` (what else decides the
-    outputs: a wildcard, a format version), then the digest recorded in each file of the named
-    ``inputs``, in that order (an input given as an empty list adds nothing)."""
+    the rule's order but those of :data:`FIGURE_PARAMS` and of ``leave_out``, then ``extra`` (what
+    else decides the outputs: a wildcard, a format version), then the digest recorded in each file
+    of the named ``inputs``, in that order (an input given as an empty list adds nothing).
+
+    ``leave_out`` names params that decide which outputs a job writes, not what one holds: a job
+    that writes one set of outputs per variant (params ``variants``) leaves its variant list out
+    of each set's digest, which is then that of a job of that variant alone."""
+    leave_out = set(leave_out)
+    unknown = leave_out - set(job.params.keys())
+    if unknown:
+        raise ValueError(f"leave_out names no param of rule {job.rule}: {', '.join(sorted(unknown))}")
     params = list(job.params)
-    if FIGURE_PARAMS & set(job.params.keys()):  # such rules name every param
-        params = [value for name, value in job.params.items() if name not in FIGURE_PARAMS]
+    skipped = FIGURE_PARAMS | leave_out
+    if skipped & set(job.params.keys()):  # such rules name every param
+        params = [value for name, value in job.params.items() if name not in skipped]
     upstream: list[str] = []
     for name in inputs:
         files = job.input[name]

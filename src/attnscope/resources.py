@@ -227,25 +227,37 @@ def spectra_resources(size: ModelSize, device: str = "cpu") -> Resources:
     return Resources(_round_mb(BASE_MB + weights + largest), _runtime(size, compute), gpu)
 
 
+def in_turn(requests: Iterable[Resources]) -> Resources:
+    """The request of one job that does the work of ``requests`` one after another, freeing each
+    model before the next: the largest memory and GPU count, the runtimes summed."""
+    requests = list(requests)
+    return Resources(
+        max(r.mem_mb for r in requests), sum(r.runtime for r in requests), max(r.gpu for r in requests)
+    )
+
+
 def model_job(
     rule: str, config: Mapping[str, Any], plan: Plan, wildcards: Mapping[str, str], inputs: Mapping[str, Any]
 ) -> Resources:
     """The request of one job of a rule that runs a model (``wildcards`` and ``inputs``: the job's,
-    as Snakemake passes them to a resource function), sized from its manifest once there."""
+    as Snakemake passes them to a resource function), sized from its manifest once there. A job of
+    weight_spectra or head_types loads every variant of ``plan.spectra_variants`` in turn
+    (:func:`in_turn`); the other rules' wildcards name the one variant they load."""
     spec = config["models"][wildcards["model"]]
     if rule == "prepare_model":  # sized from the spec: the manifest is its output
         return prepare_resources(spec, model_size(spec))
     size = model_size(spec, inputs.get("manifest"))
-    if rule == "weight_spectra":
-        return spectra_resources(size, config["spectra"]["device"])
-    if rule == "head_types":  # probe_count prompts of BOS + two copies of probe_length tokens
+    if rule == "weight_spectra":  # one job per model: every spectra variant in turn
+        return in_turn([spectra_resources(size, config["spectra"]["device"])] * len(plan.spectra_variants))
+    if rule == "head_types":  # the same; probe_count prompts of BOS + two copies of probe_length tokens
         heads = config["heads"]
-        return attention_resources(
-            spec,
-            size,
-            wildcards["variant"],
-            n_prompts=heads["probe_count"],
-            tokens=2 * heads["probe_length"] + 1,
+        return in_turn(
+            [
+                attention_resources(
+                    spec, size, variant, n_prompts=heads["probe_count"], tokens=2 * heads["probe_length"] + 1
+                )
+                for variant in plan.spectra_variants
+            ]
         )
     experiment = plan.experiments[wildcards["experiment"]]
     n_prompts, tokens = len(experiment.targets), prompt_tokens(inputs.get("prompts"), experiment.k)
