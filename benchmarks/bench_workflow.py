@@ -136,7 +136,7 @@ def differences(results: Path, reference: Path, tolerances: dict[str, float] | N
     return found
 
 
-def _job_seconds(tsv: Path) -> tuple[float, float, float]:
+def job_seconds(tsv: Path) -> tuple[float, float, float]:
     """Wall seconds, CPU seconds and largest RSS (MiB) of one job's Snakemake benchmark TSV."""
     with tsv.open() as handle:
         row = next(csv.DictReader(handle, delimiter="\t"))
@@ -156,7 +156,7 @@ def rule_profile(workdir: Path, critical: list[dict] | None = None) -> dict[str,
     )
     root = workdir / "results" / "benchmarks"
     for tsv in root.rglob("*.tsv"):
-        wall, cpu, rss = _job_seconds(tsv)
+        wall, cpu, rss = job_seconds(tsv)
         entry = rules[tsv.relative_to(root).parts[0].removesuffix(".tsv")]
         entry["jobs"] += 1
         entry["s"] += wall
@@ -199,7 +199,7 @@ def critical_path(workdir: Path, log: Path) -> list[dict]:
     jobs = logged_jobs(log)
     for index, job in enumerate(jobs):
         tsv = workdir / job["benchmark"] if job["benchmark"] else None
-        job["s"] = _job_seconds(tsv)[0] if tsv is not None and tsv.is_file() else 0.0
+        job["s"] = job_seconds(tsv)[0] if tsv is not None and tsv.is_file() else 0.0
         sources = {producer[path] for path in job["input"] if path in producer}
         first = max(sources, key=lambda j: finish[j], default=None)
         finish.append(job["s"] + (finish[first] if first is not None else 0.0))

@@ -410,6 +410,72 @@ def knockout(r: Result) -> list[str]:
     return table(rows)
 
 
+def model_jobs(r: Result) -> list[str]:
+    start, before, after = r["model_start"], r["before"], r["after"]
+
+    def jobs(run: dict) -> str:
+        return f"{run['jobs']:g}, {seconds(run['s'])} ({seconds(run['cpu_s'])})"
+
+    rows = [
+        Row(
+            f"a model job's start: `{start['statement']}` in a fresh interpreter, median of "
+            f"{start['starts']} (range)",
+            f"{seconds(start['median_s'])} ({seconds(start['min_s'])}–{seconds(start['max_s'])})",
+        ),
+        *(
+            Row(
+                f"`{rule}`: jobs, job seconds (CPU seconds), before → after",
+                f"{jobs(before['rules'][rule])} → {jobs(after['rules'][rule])}",
+            )
+            for rule in after["rules"]
+        ),
+        Row(
+            "all jobs: jobs, job seconds (CPU seconds), before → after",
+            f"{jobs({**before, 's': before['job_s'], 'cpu_s': before['job_cpu_s']})} → "
+            f"{jobs({**after, 's': after['job_s'], 'cpu_s': after['job_cpu_s']})}",
+        ),
+        Row(
+            "the run, first to last stamp of its Snakemake log, before → after",
+            "{} → {}".format(seconds(before["span_s"]), seconds(after["span_s"])),
+        ),
+    ]
+    outputs = r["outputs"]
+    differ = ", ".join(f"`{name}`" for name in outputs["differ"])
+    alone = {side: len(outputs[f"only_{side}"]) for side in ("before", "after")}
+    rows.append(
+        Row(
+            "results files byte-identical before and after (logs and benchmark TSVs left out)",
+            f"{outputs['files'] - len(outputs['differ'])} of {outputs['files']}"
+            + (f"; differ: {differ}" if differ else "")
+            + "".join(f"; {n} files only {side}" for side, n in alone.items() if n),
+        )
+    )
+    if r.get("side_by_side"):
+        sides = r["side_by_side"]
+        rows += [
+            Row(
+                f"{label}, forced in copies of both runs, before and after alternating: before → after "
+                f"(median of {sides['rounds']} rounds)",
+                f"{seconds(sides['median']['before'][key])} → {seconds(sides['median']['after'][key])} "
+                f"({times(sides['ratio'][key])})",
+            )
+            for key, label in (("wall_s", "both stages' snakemake command"), ("job_s", "their job seconds"))
+        ]
+    rows += [
+        Row(
+            f"`{rule}`, one job per model × variant, each job's seconds (`{run['workdir']}`)",
+            "; ".join(
+                f"`{model}`: " + ", ".join(f"{variant} {seconds(s)}" for variant, s in variants.items())
+                for model, variants in models.items()
+            ),
+        )
+        for run in r["per_variant"]
+        for rule, models in run["rules"].items()
+    ]
+    lines = [f"Before: the run in `{before['workdir']}`; after: the run in `{after['workdir']}`.", ""]
+    return lines + table(rows)
+
+
 def spectra(r: Result) -> list[str]:
     verdict, timings = r["verdict"], r["timings_s"]
     ours = timings["attnscope compute_spectra"]
@@ -594,6 +660,26 @@ SECTIONS: dict[str, tuple[str, str, Callable[[Result], list[str]]]] = {
         "costs about what one window's job did before (the shared passes dominate a job), so the "
         "finer rerun was not worth a model start and those passes per window.",
         knockout,
+    ),
+    "model_jobs": (
+        "One job per model for weight spectra and head types",
+        "Every job that loads a model first imports torch and transformers' model code (the first "
+        "row; nothing in it is left to import less of), then loads its model and works: on the tiny "
+        "models for less time than that start, on SmolLM2 for up to a few times it. `weight_spectra` and "
+        "`head_types` therefore run one job per model that loads each variant of the spectra "
+        "(trained, `spectra.variants`, the random one) in turn and frees it before the next, instead "
+        "of one job per model × variant: the default run's twelve such jobs (six variants) become "
+        "two, the families example's sixteen (four models, two variants) eight. Every output keeps "
+        "its bytes (each variant's config digest leaves the variant list out). The rows: two cold "
+        "runs of the families example, one after the other, and the two stages alone, rerun side by "
+        "side. The cost: a changed `spectra.variants` list reruns each model's two jobs, every "
+        "variant's spectra and head types, where it ran the new variant's two jobs alone (the last "
+        "rows: each per-variant job's seconds, most of them the start on the tiny models); and a "
+        "cluster no longer runs a model's variants side by side (Mistral-7B's spectra on CPU: one "
+        "job of six variants' runtime, [cluster.md](cluster.md)). Every cold run pays the starts, "
+        "while a config's variant list seldom changes once chosen: one start per model is worth "
+        "the coarser rerun.",
+        model_jobs,
     ),
     "spectra": (
         "Weight spectra",
