@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import torch
 from scipy.stats import rankdata
 
 from attnscope.io import markdown_table
@@ -100,6 +101,8 @@ POWER_ITERATIONS = 1000
 POWER_TOLERANCE = 1e-6
 """Power iteration stops when σ₁² changes by less than this (relative): about 6 steps on
 SmolLM2's maps, stable ranks within 1e-5 of the SVD's."""
+ROW_CHUNK = 4096
+"""Rows longer than this are summed in chunks of it (:func:`row_sums`)."""
 
 _CODES = np.arange(1 << 16, dtype=np.uint16)
 _F16_VALUE = _CODES.view(np.float16).astype(np.float32)
@@ -138,129 +141,207 @@ def check_causal_rows(windows: Mapping[int, int], n_tokens: int, prompt_id: str)
         )
 
 
-def row_entropy(maps: np.ndarray) -> np.ndarray:
-    """Per map [map, query, key]: the mean over rows i ≥ 1 of the row's entropy divided by log(i + 1)."""
-    maps = np.asarray(maps)
-    if maps.shape[-1] < 2:
-        return np.full(len(maps), np.nan)
-    entropy = -xlogx(maps[:, 1:]).sum(axis=2, dtype=np.float64)
-    return np.mean(entropy / np.log(np.arange(2, maps.shape[-1] + 1)), axis=1)
+def _tensor(maps: torch.Tensor | np.ndarray) -> torch.Tensor:
+    """Maps as a tensor on their own device (numpy arrays as CPU tensors, without a copy)."""
+    return torch.as_tensor(maps)
 
 
-def _row_mean(values: np.ndarray) -> np.ndarray:
+def _float32(maps: torch.Tensor) -> torch.Tensor:
+    """Maps in float32 (float16 exactly: every float16 value is a float32), float32 as they are."""
+    return maps if maps.dtype == torch.float32 else maps.to(torch.float32)
+
+
+def row_sums(x: torch.Tensor) -> torch.Tensor:
+    """Sums over the last axis of ``x`` [..., value], each row's sum a function of that row alone,
+    whatever the other rows: torch splits one long sum between threads when it is the only
+    output (at ≥ 32 768 values), so rows longer than :data:`ROW_CHUNK` are summed in chunks of
+    it (each chunk one output of a last-axis sum), then the chunks' sums, then the tail."""
+    length = x.shape[-1]
+    if length <= ROW_CHUNK:
+        return x.sum(dim=-1)
+    whole = length // ROW_CHUNK * ROW_CHUNK
+    chunks = x[..., :whole].unflatten(-1, (-1, ROW_CHUNK)).sum(dim=-1).sum(dim=-1)
+    return chunks + x[..., whole:].sum(dim=-1) if whole < length else chunks
+
+
+def _nan(maps: torch.Tensor) -> torch.Tensor:
+    return torch.full((len(maps),), float("nan"), dtype=torch.float64, device=maps.device)
+
+
+def _log_rows(n: int, device: torch.device) -> torch.Tensor:
+    """log(i + 1) for the rows i = 1 … n − 1 (numpy's float64 logarithms, on ``device``)."""
+    return torch.from_numpy(np.log(np.arange(2, n + 1, dtype=np.float64))).to(device)
+
+
+def row_entropy(maps: torch.Tensor | np.ndarray, log_rows: torch.Tensor | None = None) -> torch.Tensor:
+    """Per map [map, query, key]: the mean over rows i ≥ 1 of the row's entropy divided by
+    log(i + 1); the terms −a·log a in float32 for float16 maps (float64 for others), each row's
+    sum in float64. ``log_rows``: log(i + 1) for i ≥ 1 (:class:`LayoutTensors`)."""
+    maps = _tensor(maps)
+    n = maps.shape[-1]
+    if n < 2:
+        return _nan(maps)
+    rows = maps[:, 1:]
+    terms = torch.special.entr(rows.float() if maps.dtype == torch.float16 else rows.double())
+    entropy = row_sums(terms.double())  # [map, row]
+    log_rows = _log_rows(n, maps.device) if log_rows is None else log_rows
+    return row_sums(entropy / log_rows) / (n - 1)
+
+
+def _row_mean(values: torch.Tensor) -> torch.Tensor:
     """Per map, the mean of its values [map, row i ≥ 1] in float64 (NaN without rows)."""
     if not values.shape[1]:
-        return np.full(len(values), np.nan)
-    return np.mean(as_float32(values), axis=1, dtype=np.float64)
+        return _nan(values)
+    return row_sums(values.double()) / values.shape[1]
 
 
-def self_mass(maps: np.ndarray) -> np.ndarray:
+def self_mass(maps: torch.Tensor | np.ndarray) -> torch.Tensor:
     """Per map: the mean attention of rows i ≥ 1 on their own token."""
-    return _row_mean(np.diagonal(maps, axis1=1, axis2=2)[:, 1:])
+    return _row_mean(torch.diagonal(_tensor(maps), dim1=1, dim2=2)[:, 1:])
 
 
-def previous_mass(maps: np.ndarray) -> np.ndarray:
+def previous_mass(maps: torch.Tensor | np.ndarray) -> torch.Tensor:
     """Per map: the mean attention of rows i ≥ 1 on the token before."""
-    return _row_mean(np.diagonal(maps, -1, axis1=1, axis2=2))
+    return _row_mean(torch.diagonal(_tensor(maps), offset=-1, dim1=1, dim2=2))
 
 
-def sink_mass(maps: np.ndarray) -> np.ndarray:
+def sink_mass(maps: torch.Tensor | np.ndarray) -> torch.Tensor:
     """Per map: the mean attention of rows i ≥ 1 on the first token (the attention sink)."""
-    return _row_mean(maps[:, 1:, 0])
+    return _row_mean(_tensor(maps)[:, 1:, 0])
 
 
-def shot_masses(maps: np.ndarray, token_shot: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Per map, (within, across): the mean mass of the queries in shots ≥ 2 on their own shot's
-    keys and on the other shots' keys."""
+def shot_keys(token_shot: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(queries, keys): the query tokens in shots ≥ 2 and, for each, 0/1 over the keys
+    [2, query, key] of its own shot (row 0) and of the other shots (row 1; shot 0 is none)."""
     shot = np.asarray(token_shot)
     queries = np.flatnonzero(shot >= 2)
+    own = shot[queries, None] == shot[None, :]
+    return queries, np.stack([own, ~own & (shot[None, :] >= 1)]).astype(np.float32)
+
+
+def shot_masses(
+    maps: torch.Tensor | np.ndarray, token_shot: Sequence[int] | None = None, keys=None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per map, (within, across): the mean mass of the queries in shots ≥ 2 on their own shot's
+    keys and on the other shots' keys (``keys``: :func:`shot_keys` as tensors, else from
+    ``token_shot``). Each query's masses are sums over its row in float64: exact for float16
+    maps (any sum of float16 probabilities is a float64)."""
+    maps = _tensor(maps)
+    if keys is None:
+        queries, masks = shot_keys(token_shot)
+        keys = torch.from_numpy(queries).to(maps.device), torch.from_numpy(masks).to(maps.device)
+    queries, masks = keys
     if not len(queries):
-        return np.full(len(maps), np.nan), np.full(len(maps), np.nan)
-    one_hot = (shot[:, None] == np.arange(shot.max() + 1)).astype(np.float32)
-    mass = (as_float32(np.take(maps, queries, axis=1)) @ one_hot).astype(np.float64)  # [map, query, shot]
-    within = np.take_along_axis(mass, shot[queries][None, :, None], axis=2)[:, :, 0]
-    across = mass[:, :, 1:].sum(axis=2) - within
-    return within.mean(axis=1), across.mean(axis=1)
+        return _nan(maps), _nan(maps)
+    rows = _float32(maps[:, queries])  # [map, query, key]
+    mass = row_sums((rows[:, None] * masks).double())  # [map, within | across, query]
+    return mass[:, 0].mean(dim=1), mass[:, 1].mean(dim=1)
 
 
-def block_mass(maps: np.ndarray, queries: np.ndarray, keys: np.ndarray) -> np.ndarray:
+def block_mass(
+    maps: torch.Tensor | np.ndarray, queries: torch.Tensor | np.ndarray, keys: torch.Tensor | np.ndarray
+) -> torch.Tensor:
     """Per map: the mean over ``queries`` of their total attention on ``keys`` (NaN if either is
-    empty)."""
+    empty); each query's sum in float64 (exact for float16 maps)."""
+    maps = _tensor(maps)
     if not len(queries) or not len(keys):
-        return np.full(len(maps), np.nan)
-    block = as_float32(np.take(np.take(maps, queries, axis=1), keys, axis=2))  # [map, query, key]
-    return block.sum(axis=2, dtype=np.float64).mean(axis=1)
+        return _nan(maps)
+    queries, keys = (torch.as_tensor(i, device=maps.device) for i in (queries, keys))
+    block = maps[:, queries][:, :, keys]  # [map, query, key]
+    return row_sums(block.double()).mean(dim=1)
 
 
-def average_ranks(values: np.ndarray) -> np.ndarray:
-    """Ranks 1..n of each row of ``values`` [row, value] with ties averaged (as
-    ``scipy.stats.rankdata``, whose exact values they are); for non-negative float16 from a
-    histogram of the bit patterns of all rows at once (O(n), no sort)."""
-    values = np.asarray(values)
-    codes = values.view(np.uint16) if values.dtype == np.float16 else None
-    if codes is None or (codes >= 0x7C00).any():  # negatives, infinities, NaNs: codes do not sort like values
-        return rankdata(values, axis=1)
-    bins = int(codes.max()) + 1  # up to 0x3C00 (1.0) for probabilities
-    row_codes = codes + np.arange(0, len(codes) * bins, bins)[:, None]  # each row its own bins
-    counts = np.bincount(row_codes.ravel(), minlength=len(codes) * bins)
-    below = np.cumsum(counts.reshape(len(codes), bins), axis=1).ravel() - counts
-    return np.take(below + (counts + 1) / 2.0, row_codes)
+def average_ranks(values: torch.Tensor | np.ndarray) -> torch.Tensor:
+    """Ranks 1..n of each row of ``values`` [row, value] in float64 with ties averaged (as
+    ``scipy.stats.rankdata``, whose exact values they are; a row with a NaN is all NaN); for
+    non-negative float16 from a histogram of the bit patterns of all rows at once
+    (``torch.bincount``: O(n), no sort, on any device), else by a stable sort."""
+    values = _tensor(values)
+    if values.dtype == torch.float16 and values.numel():
+        codes = values.view(torch.int16).to(torch.int64)
+        low, high = (int(c) for c in torch.aminmax(codes))
+        if low >= 0 and high < 0x7C00:  # no negatives, infinities, NaNs: codes sort like values
+            rows, bins = len(codes), high + 1  # up to 0x3C00 (1.0) for probabilities
+            offsets = torch.arange(0, rows * bins, bins, device=codes.device)
+            row_codes = codes + offsets[:, None]  # each row its own bins
+            counts = torch.bincount(row_codes.view(-1), minlength=rows * bins)
+            below = counts.view(rows, bins).cumsum(dim=1).view(-1) - counts
+            return (below.double() + (counts + 1).double() / 2)[row_codes]
+    return _sorted_average_ranks(values)
 
 
-def row_dots(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """The dot product of each row of ``x`` [row, value] with the same row of ``y`` (or with ``y``
-    [value]): numpy's ``x[i] @ y[i]`` (BLAS's dot, one call per row), as a matmul of rows by columns."""
-    return (x[:, None, :] @ y[..., None])[:, 0, 0]
+def _sorted_average_ranks(values: torch.Tensor) -> torch.Tensor:
+    """:func:`average_ranks` by a stable sort: a run of equal values shares the mean of its
+    first and last position."""
+    ordered, order = torch.sort(values, dim=1, stable=True)
+    position = torch.arange(1, values.shape[1] + 1, dtype=torch.float64, device=values.device)
+    position = position.expand(values.shape)
+    starts = torch.ones_like(ordered, dtype=torch.bool)
+    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    ends = torch.ones_like(starts)
+    ends[:, :-1] = starts[:, 1:]
+    first = torch.cummax(torch.where(starts, position, 0.0), dim=1).values
+    last = torch.cummin(torch.where(ends, position, float("inf")).flip(1), dim=1).values.flip(1)
+    ranks = torch.empty_like(position).scatter_(1, order, (first + last) / 2)
+    return torch.where(values.isnan().any(dim=1, keepdim=True), float("nan"), ranks)
 
 
-def _unit_centered(values: np.ndarray) -> np.ndarray | None:
-    centered = np.asarray(values, dtype=np.float64) - np.mean(values, dtype=np.float64)
-    norm = np.linalg.norm(centered)
-    return centered / norm if norm > 0 else None
-
-
-def correlation(x: np.ndarray, y_unit: np.ndarray | None) -> np.ndarray:
+def correlation(x: torch.Tensor | np.ndarray, y_unit: torch.Tensor | np.ndarray | None) -> torch.Tensor:
     """Pearson correlation of each row of ``x`` [row, value] with a reference given as its
-    centred, unit-norm vector (NaN for a row without spread), each row's value as the row on its
-    own gives it (:func:`row_dots`; the square of its sum is Python's, as ``float ** 2``)."""
-    x = np.ascontiguousarray(x, dtype=np.float64)  # a row's sum over the last axis: its own pairwise sum
+    centred, unit-norm vector (NaN for a row without spread: ‖x − x̄‖² ≤ 1e-12 ‖x‖²), in float64:
+    x − x̄ first, then the sums of its squares and of its products with the reference (each row's
+    own sums, :func:`row_sums`)."""
+    x = _tensor(x).double()
     if y_unit is None:
-        return np.full(len(x), np.nan)
-    squares = row_dots(x, x)
-    sums = np.array([total**2 for total in x.sum(axis=1).tolist()])
-    spread = squares - sums / x.shape[1]  # ‖x − x̄‖²
-    flat = spread <= 1e-12 * squares
-    r = row_dots(x, y_unit) / np.sqrt(np.where(flat, 1.0, spread))
-    return np.where(flat, np.nan, np.clip(r, -1.0, 1.0))
+        return _nan(x)
+    y_unit = torch.as_tensor(y_unit, dtype=torch.float64, device=x.device)
+    centered = x - (row_sums(x) / x.shape[1])[:, None]
+    spread = row_sums(centered * centered)
+    flat = spread <= 1e-12 * row_sums(x * x)
+    r = row_sums(centered * y_unit) / torch.sqrt(torch.where(flat, 1.0, spread))
+    return torch.where(flat, float("nan"), r.clamp(-1.0, 1.0))
 
 
-def stable_rank(maps: np.ndarray) -> np.ndarray:
+def _products(maps: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """maps @ v for maps [map, row, column] and vectors [map, column]: each row's products with
+    its map's vector summed over the last axis (:func:`row_sums`: each map's values its own,
+    unlike a batched matmul, whose CPU kernels split a batch differently than one map)."""
+    return row_sums(maps * v[:, None, :])
+
+
+def stable_rank(maps: torch.Tensor | np.ndarray) -> torch.Tensor:
     """Per map: ‖a‖²_F / σ₁², σ₁² the largest eigenvalue of aᵀa by power iteration from the ones
-    vector, batched over the maps still iterating: each stops at its own convergence, and each
-    step is BLAS's matrix-vector products and dots of the map on its own (numpy's matmul runs
-    them map by map)."""
-    a = as_float32(maps)
-    # ‖a‖²_F map by map: numpy splits a whole-map sum into buffer-sized chunks of its own
-    frobenius = np.array([np.einsum("ij,ij->", m, m, dtype=np.float64) for m in a])
-    out = np.full(len(a), np.nan)
-    running = np.flatnonzero(frobenius != 0)
-    running_maps = a if len(running) == len(a) else a[running]
+    vector in float32 (‖a‖²_F in float64), batched over the maps still iterating: each stops at
+    its own convergence, and each step's products, dots and norms are sums over rows of the map
+    alone (:func:`_products`)."""
+    a = _float32(_tensor(maps))
     n = a.shape[-1]
-    v = np.full((len(running), n, 1), 1 / np.sqrt(n), dtype=np.float32)  # [map, key, 1]: columns
-    largest = np.zeros(len(running))
+    frobenius = row_sums(row_sums((a * a).double()))  # exact squares of float16 values
+    out = _nan(a)
+    running = torch.nonzero(frobenius != 0).view(-1)
+    if not len(running):
+        return out
+    whole = len(running) == len(a)
+    running_maps = a if whole else a[running]
+    transposed = running_maps.transpose(1, 2).contiguous()
+    v = torch.full((len(running), n), 1 / np.sqrt(n), dtype=torch.float32, device=a.device)
+    largest = torch.zeros(len(running), dtype=torch.float64, device=a.device)
     for step in range(POWER_ITERATIONS):
-        w = np.swapaxes(running_maps, 1, 2) @ (running_maps @ v)
-        estimate = row_dots(v[:, :, 0], w[:, :, 0]).astype(np.float64)
-        v = w / np.sqrt(row_dots(w[:, :, 0], w[:, :, 0]))[:, None, None]
-        done = np.abs(estimate - largest) <= POWER_TOLERANCE * estimate
+        w = _products(transposed, _products(running_maps, v))  # aᵀ(a v)
+        estimate = row_sums(v * w).double()
+        v = w / torch.sqrt(row_sums(w * w))[:, None]
+        done = (estimate - largest).abs() <= POWER_TOLERANCE * estimate
         largest = estimate
         if step == POWER_ITERATIONS - 1:
             done[:] = True
-        if done.any():
-            out[running[done]] = frobenius[running[done]] / largest[done]
-            if done.all():
+        if bool(done.any()):
+            finished = running[done]
+            out[finished] = frobenius[finished] / largest[done]
+            if bool(done.all()):
                 break
-            running, running_maps, v, largest = running[~done], running_maps[~done], v[~done], largest[~done]
+            keep = ~done
+            running, running_maps, transposed = running[keep], running_maps[keep], transposed[keep]
+            v, largest = v[keep], largest[keep]
     return out
 
 
@@ -284,26 +365,54 @@ def spectral_ranks(sigma: np.ndarray, epsilon: float) -> np.ndarray:
 @dataclass(frozen=True)
 class CosinePairs:
     """The token pairs a cosine correlation runs over (flat indices into a [query, key] map) and
-    the embedding cosine on them as centred unit vectors, of its values and of its ranks."""
+    the embedding cosine on them as centred unit vectors, of its values and of its ranks
+    (float64 tensors; :meth:`to` moves them to the maps' device)."""
 
-    index: np.ndarray
-    unit: np.ndarray | None
-    rank_unit: np.ndarray | None
+    index: torch.Tensor
+    unit: torch.Tensor | None
+    rank_unit: torch.Tensor | None
 
     @classmethod
     def of(cls, cosine: np.ndarray, tokens: np.ndarray) -> CosinePairs:
-        """The pairs j < i with both tokens in the boolean mask ``tokens``."""
+        """The pairs j < i with both tokens in the boolean mask ``tokens`` (CPU tensors)."""
         pairs = np.tri(len(tokens), len(tokens), -1, dtype=bool) & tokens[:, None] & tokens[None, :]
-        index = np.flatnonzero(pairs)
+        index = torch.from_numpy(np.flatnonzero(pairs))
         if len(index) < 2:
             return cls(index, None, None)
-        values = np.asarray(cosine).ravel()[index]
-        return cls(index, _unit_centered(as_float32(values)), _unit_centered(average_ranks(values[None])[0]))
+        values = np.asarray(cosine).ravel()[index.numpy()]
+        return cls(
+            index,
+            _unit_centered(values.astype(np.float32)),
+            _unit_centered(rankdata(values.astype(np.float32))),
+        )
+
+    def to(self, device: torch.device) -> CosinePairs:
+        move = lambda t: None if t is None else t.to(device)  # noqa: E731
+        return CosinePairs(self.index.to(device), move(self.unit), move(self.rank_unit))
+
+
+def _unit_centered(values: np.ndarray) -> torch.Tensor | None:
+    centered = np.asarray(values, dtype=np.float64) - np.mean(values, dtype=np.float64)
+    norm = np.linalg.norm(centered)
+    return torch.from_numpy(centered / norm) if norm > 0 else None
+
+
+@dataclass(frozen=True)
+class LayoutTensors:
+    """A prompt's layout as the metrics read it, as tensors on one device (:meth:`MapLayout.on`)."""
+
+    log_rows: torch.Tensor
+    shot_keys: tuple[torch.Tensor, torch.Tensor]
+    clue_queries: torch.Tensor
+    target_keys: torch.Tensor
+    cosine_pairs: CosinePairs
+    word_cosine_pairs: CosinePairs
 
 
 @dataclass
 class MapLayout:
-    """A prompt's token labels and embedding cosine, prepared once for all of its maps."""
+    """A prompt's token labels and embedding cosine, prepared once for all of its maps (and
+    moved once to each device its maps are on: :meth:`on`)."""
 
     token_shot: np.ndarray
     token_segment: np.ndarray
@@ -312,6 +421,7 @@ class MapLayout:
     word_cosine_pairs: CosinePairs = field(init=False)
     clue_queries: np.ndarray = field(init=False)
     target_keys: np.ndarray = field(init=False)
+    _devices: dict[torch.device, LayoutTensors] = field(init=False, default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         segment = np.asarray(self.token_segment)
@@ -320,41 +430,60 @@ class MapLayout:
         self.clue_queries = np.flatnonzero(segment == GENERATED)
         self.target_keys = np.flatnonzero(segment == TARGET)
 
+    def on(self, device: torch.device | str) -> LayoutTensors:
+        """The layout's tensors on ``device``, made at the first call for that device."""
+        device = torch.device(device)
+        if device not in self._devices:
+            queries, masks = shot_keys(self.token_shot)
+            self._devices[device] = LayoutTensors(
+                _log_rows(len(self.token_segment), device),
+                (torch.from_numpy(queries).to(device), torch.from_numpy(masks).to(device)),
+                torch.from_numpy(self.clue_queries).to(device),
+                torch.from_numpy(self.target_keys).to(device),
+                self.cosine_pairs.to(device),
+                self.word_cosine_pairs.to(device),
+            )
+        return self._devices[device]
 
-def cosine_correlations(maps: np.ndarray, pairs: CosinePairs) -> tuple[np.ndarray, np.ndarray]:
+
+def cosine_correlations(maps: torch.Tensor | np.ndarray, pairs: CosinePairs) -> tuple[torch.Tensor, torch.Tensor]:
     """Per map, (Pearson, Spearman) with the embedding cosine over ``pairs`` (NaN with fewer than
     two pairs or no spread)."""
-    values = np.take(np.asarray(maps).reshape(len(maps), -1), pairs.index, axis=1)  # [map, pair]
+    maps = _tensor(maps)
+    pairs = pairs.to(maps.device)
+    values = maps.reshape(len(maps), -1)[:, pairs.index]  # [map, pair]
     if values.shape[1] < 2:
-        return np.full(len(maps), np.nan), np.full(len(maps), np.nan)
-    return correlation(as_float32(values), pairs.unit), correlation(average_ranks(values), pairs.rank_unit)
+        return _nan(maps), _nan(maps)
+    return correlation(_float32(values), pairs.unit), correlation(average_ranks(values), pairs.rank_unit)
 
 
-def streamed_metrics(maps: np.ndarray, layout: MapLayout) -> np.ndarray:
-    """The :data:`STREAMED` metrics of maps [map, query, key] (a layer's heads and head mean:
-    one numpy call per metric for a batch of them, not per map; batches of :data:`BATCH_BYTES`),
-    as [map, metric]. Each map's values are those it has measured on its own, bit for bit
-    (tested)."""
-    maps = np.asarray(maps)
+def streamed_metrics(maps: torch.Tensor | np.ndarray, layout: MapLayout) -> np.ndarray:
+    """The :data:`STREAMED` metrics of maps [map, query, key] (a layer's heads and head mean, a
+    float16 tensor on the model's device; numpy arrays are read as CPU tensors), as [map, metric]
+    float64 numpy: computed in torch on the maps' device, one batched call per step for all maps
+    (batches of :data:`BATCH_BYTES`), each map's values those it gets on its own, bit for bit
+    (tested on the CPU)."""
+    maps = _tensor(maps).contiguous()
     step = max(1, BATCH_BYTES // (4 * maps.shape[-1] ** 2))
     if len(maps) > step:
-        batches = [maps[i : i + step] for i in range(0, len(maps), step)]
-        return np.concatenate([streamed_metrics(batch, layout) for batch in batches])
-    a32 = as_float32(maps)
-    return np.stack(
+        return np.concatenate([streamed_metrics(maps[i : i + step], layout) for i in range(0, len(maps), step)])
+    on = layout.on(maps.device)
+    a32 = _float32(maps)
+    values = torch.stack(
         [
-            row_entropy(maps),
-            self_mass(a32),
-            previous_mass(a32),
-            sink_mass(a32),
-            *shot_masses(a32, layout.token_shot),
-            block_mass(a32, layout.clue_queries, layout.target_keys),
-            *cosine_correlations(maps, layout.cosine_pairs),
-            *cosine_correlations(maps, layout.word_cosine_pairs),
+            row_entropy(maps, on.log_rows),
+            self_mass(maps),
+            previous_mass(maps),
+            sink_mass(maps),
+            *shot_masses(a32, keys=on.shot_keys),
+            block_mass(maps, on.clue_queries, on.target_keys),
+            *cosine_correlations(maps, on.cosine_pairs),
+            *cosine_correlations(maps, on.word_cosine_pairs),
             stable_rank(a32),
         ],
-        axis=1,
+        dim=1,
     )
+    return values.cpu().numpy()
 
 
 def summarize(table: pd.DataFrame) -> pd.DataFrame:
