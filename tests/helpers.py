@@ -462,13 +462,19 @@ def np_stable_rank(maps: np.ndarray) -> np.ndarray:
     return out
 
 
-def np_cosine_pairs(cosine: np.ndarray, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+def np_cosine_pairs(
+    cosine: np.ndarray, tokens: np.ndarray
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     pairs = np.tri(len(tokens), len(tokens), -1, dtype=bool) & tokens[:, None] & tokens[None, :]
     index = np.flatnonzero(pairs)
     if len(index) < 2:
         return index, None, None
     values = np.asarray(cosine).ravel()[index]
-    return index, _np_unit_centered(np_as_float32(values)), _np_unit_centered(np_average_ranks(values[None])[0])
+    return (
+        index,
+        _np_unit_centered(np_as_float32(values)),
+        _np_unit_centered(np_average_ranks(values[None])[0]),
+    )
 
 
 def np_cosine_correlations(maps: np.ndarray, pairs: tuple) -> tuple[np.ndarray, np.ndarray]:
@@ -513,7 +519,7 @@ def np_streamed_metrics(maps: np.ndarray, token_shot, token_segment, cosine: np.
 
 REFERENCE_TOLERANCES = {
     # metric: (relative, absolute): the torch route's value within abs + rel·|numpy's|
-    "row_entropy": (1e-6, 0.0),  # the terms −a·log a in float32: torch's and numpy's log differ in the last bit
+    "row_entropy": (1e-6, 0.0),  # terms −a·log a in float32: the two logs differ in the last bit
     "self_mass": (0.0, 0.0),  # sums of float16 values in float64: exact in both routes
     "previous_mass": (0.0, 0.0),
     "sink_mass": (0.0, 0.0),
@@ -986,7 +992,7 @@ def _derived_arrays(group: zarr.Group) -> dict[str, tuple[tuple, np.ndarray]]:
         kept = every if heads is not None else mean_only
         derived[f"{prefix}metrics"] = (
             kept,
-            np.array([metrics.streamed_metrics(layer, layout) for layer in maps]),
+            np.array([metrics.streamed_metrics(torch.from_numpy(layer), layout) for layer in maps]),
         )
         derived[f"{prefix}choices"] = (
             every,

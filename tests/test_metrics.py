@@ -166,16 +166,17 @@ def test_word_cosine_correlations_take_word_and_clue_pairs_with_the_values_as_gi
 
 
 def test_average_ranks_of_float16_match_rankdata():
-    """Row by row as scipy's, exactly: the histogram's (rows of non-negative float16, ties and zeros),
-    and the sort's for a batch with a negative value, a NaN (its row all NaN, as scipy's), −0 (equal
-    to 0) or of another dtype."""
+    """Row by row as scipy's, exactly: the histogram's (rows of at least ``HISTOGRAM_PAIRS``
+    non-negative float16, ties and zeros), and the sort's for shorter rows and for a batch with a
+    negative value, a NaN (its row all NaN, as scipy's), −0 (equal to 0) or of another dtype."""
     rng = np.random.default_rng(2)
+    length = metrics.HISTOGRAM_PAIRS + 50
     values = np.stack(
         [
-            np.concatenate([np.zeros(50), rng.exponential(1e-3, 500), [1.0, 1.0]]),
-            np.concatenate([np.full(100, 0.5), rng.exponential(1e-2, 450), [0.0, 1.0]]),
-            np.concatenate([[-1.0, 0.5, 0.5, -0.0, 0.0], rng.uniform(-1, 1, 547)]),
-            np.concatenate([[np.nan], rng.uniform(0, 1, 551)]),
+            np.concatenate([np.zeros(50), rng.exponential(1e-3, length - 52), [1.0, 1.0]]),
+            np.concatenate([np.full(100, 0.5), rng.exponential(1e-2, length - 102), [0.0, 1.0]]),
+            np.concatenate([[-1.0, 0.5, 0.5, -0.0, 0.0], rng.uniform(-1, 1, length - 5)]),
+            np.concatenate([[np.nan], rng.uniform(0, 1, length - 1)]),
         ]
     ).astype(np.float16)
     expected = rankdata(values, axis=1)
@@ -187,8 +188,9 @@ def test_average_ranks_of_float16_match_rankdata():
         return got.numpy()
 
     np.testing.assert_array_equal(ranks(values), expected)
-    np.testing.assert_array_equal(ranks(values[:2]), expected[:2])  # the histogram only
-    np.testing.assert_array_equal(ranks(values[2:3]), expected[2:3])  # the sort only
+    np.testing.assert_array_equal(ranks(values[:2]), expected[:2])  # the histogram
+    np.testing.assert_array_equal(ranks(values[:2, :500]), rankdata(values[:2, :500], axis=1))  # the sort
+    np.testing.assert_array_equal(ranks(values[2:3]), expected[2:3])  # the sort
     np.testing.assert_array_equal(ranks(values.astype(np.float32)), expected)
     many_ties = rng.integers(0, 5, (3, 20000)).astype(np.float16) / 8  # long runs of equal values
     np.testing.assert_array_equal(ranks(many_ties), rankdata(many_ties, axis=1))

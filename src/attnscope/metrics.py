@@ -101,6 +101,14 @@ POWER_ITERATIONS = 1000
 POWER_TOLERANCE = 1e-6
 """Power iteration stops when σ₁² changes by less than this (relative): about 6 steps on
 SmolLM2's maps, stable ranks within 1e-5 of the SVD's."""
+PROBABILITY_BINS = 0x3C01
+"""The float16 bit patterns of 0 … 1: the bins of a histogram of probabilities (a fixed number,
+so a map's sums over the bins do not depend on the other maps of its batch)."""
+HISTOGRAM_PAIRS = 1 << 12
+"""Rows of at least this many float16 values are ranked and correlated through a histogram of
+their bit patterns (:data:`PROBABILITY_BINS` bins a row), shorter ones through a sort."""
+ALIGNMENT = 64
+"""Bytes every map and vector of the power iteration is aligned to (:func:`_aligned_rows`)."""
 ROW_CHUNK = 4096
 """Rows longer than this are summed in chunks of it (:func:`row_sums`)."""
 
@@ -173,17 +181,23 @@ def _log_rows(n: int, device: torch.device) -> torch.Tensor:
     return torch.from_numpy(np.log(np.arange(2, n + 1, dtype=np.float64))).to(device)
 
 
+def _xlogx(x: torch.Tensor) -> torch.Tensor:
+    """x·log x elementwise for x ≥ 0 (0 at 0) in x's dtype: x times the log of x raised to the dtype's
+    smallest normal number (below every float16 value)."""
+    return x.clamp_min(torch.finfo(x.dtype).tiny).log_().mul_(x)
+
+
 def row_entropy(maps: torch.Tensor | np.ndarray, log_rows: torch.Tensor | None = None) -> torch.Tensor:
     """Per map [map, query, key]: the mean over rows i ≥ 1 of the row's entropy divided by
-    log(i + 1); the terms −a·log a in float32 for float16 maps (float64 for others), each row's
+    log(i + 1); the terms a·log a in float32 for float16 maps (float64 for others), each row's
     sum in float64. ``log_rows``: log(i + 1) for i ≥ 1 (:class:`LayoutTensors`)."""
     maps = _tensor(maps)
     n = maps.shape[-1]
     if n < 2:
         return _nan(maps)
     rows = maps[:, 1:]
-    terms = torch.special.entr(rows.float() if maps.dtype == torch.float16 else rows.double())
-    entropy = row_sums(terms.double())  # [map, row]
+    terms = _xlogx(rows.float() if maps.dtype == torch.float16 else rows.double())
+    entropy = -row_sums(terms.double())  # [map, row]
     log_rows = _log_rows(n, maps.device) if log_rows is None else log_rows
     return row_sums(entropy / log_rows) / (n - 1)
 
@@ -210,13 +224,12 @@ def sink_mass(maps: torch.Tensor | np.ndarray) -> torch.Tensor:
     return _row_mean(_tensor(maps)[:, 1:, 0])
 
 
-def shot_keys(token_shot: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    """(queries, keys): the query tokens in shots ≥ 2 and, for each, 0/1 over the keys
-    [2, query, key] of its own shot (row 0) and of the other shots (row 1; shot 0 is none)."""
+def shot_keys(token_shot: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(queries, shots, own): the query tokens in shots ≥ 2, the keys' shots one-hot [key, shot]
+    (float64) and each query's own shot."""
     shot = np.asarray(token_shot)
     queries = np.flatnonzero(shot >= 2)
-    own = shot[queries, None] == shot[None, :]
-    return queries, np.stack([own, ~own & (shot[None, :] >= 1)]).astype(np.float32)
+    return queries, (shot[:, None] == np.arange(shot.max() + 1)).astype(np.float64), shot[queries]
 
 
 def shot_masses(
@@ -224,18 +237,19 @@ def shot_masses(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per map, (within, across): the mean mass of the queries in shots ≥ 2 on their own shot's
     keys and on the other shots' keys (``keys``: :func:`shot_keys` as tensors, else from
-    ``token_shot``). Each query's masses are sums over its row in float64: exact for float16
-    maps (any sum of float16 probabilities is a float64)."""
+    ``token_shot``). Each query's mass on each shot is a sum over its row in float64, exact for
+    float16 maps (any sum of a row's float16 probabilities is a float64), so in any order: a
+    matrix product with the shots' one-hot."""
     maps = _tensor(maps)
     if keys is None:
-        queries, masks = shot_keys(token_shot)
-        keys = torch.from_numpy(queries).to(maps.device), torch.from_numpy(masks).to(maps.device)
-    queries, masks = keys
+        keys = tuple(torch.from_numpy(k).to(maps.device) for k in shot_keys(token_shot))
+    queries, shots, own = keys
     if not len(queries):
         return _nan(maps), _nan(maps)
-    rows = _float32(maps[:, queries])  # [map, query, key]
-    mass = row_sums((rows[:, None] * masks).double())  # [map, within | across, query]
-    return mass[:, 0].mean(dim=1), mass[:, 1].mean(dim=1)
+    mass = maps[:, queries].double() @ shots  # [map, query, shot]
+    within = mass[:, torch.arange(len(queries), device=maps.device), own]
+    across = mass[:, :, 1:].sum(dim=2) - within
+    return within.mean(dim=1), across.mean(dim=1)
 
 
 def block_mass(
@@ -253,11 +267,12 @@ def block_mass(
 
 def average_ranks(values: torch.Tensor | np.ndarray) -> torch.Tensor:
     """Ranks 1..n of each row of ``values`` [row, value] in float64 with ties averaged (as
-    ``scipy.stats.rankdata``, whose exact values they are; a row with a NaN is all NaN); for
-    non-negative float16 from a histogram of the bit patterns of all rows at once
-    (``torch.bincount``: O(n), no sort, on any device), else by a stable sort."""
+    ``scipy.stats.rankdata``, whose exact values they are; a row with a NaN is all NaN): for rows
+    of at least :data:`HISTOGRAM_PAIRS` non-negative float16 values from a histogram of the bit
+    patterns of all rows at once (``torch.bincount``: O(n), no sort, on any device), else by a
+    stable sort."""
     values = _tensor(values)
-    if values.dtype == torch.float16 and values.numel():
+    if values.dtype == torch.float16 and values.shape[1] >= HISTOGRAM_PAIRS:
         codes = values.view(torch.int16).to(torch.int64)
         low, high = (int(c) for c in torch.aminmax(codes))
         if low >= 0 and high < 0x7C00:  # no negatives, infinities, NaNs: codes sort like values
@@ -266,7 +281,7 @@ def average_ranks(values: torch.Tensor | np.ndarray) -> torch.Tensor:
             row_codes = codes + offsets[:, None]  # each row its own bins
             counts = torch.bincount(row_codes.view(-1), minlength=rows * bins)
             below = counts.view(rows, bins).cumsum(dim=1).view(-1) - counts
-            return (below.double() + (counts + 1).double() / 2)[row_codes]
+            return torch.take(below.double() + (counts + 1).double() / 2, row_codes)
     return _sorted_average_ranks(values)
 
 
@@ -296,53 +311,53 @@ def correlation(x: torch.Tensor | np.ndarray, y_unit: torch.Tensor | np.ndarray 
         return _nan(x)
     y_unit = torch.as_tensor(y_unit, dtype=torch.float64, device=x.device)
     centered = x - (row_sums(x) / x.shape[1])[:, None]
-    spread = row_sums(centered * centered)
-    flat = spread <= 1e-12 * row_sums(x * x)
-    r = row_sums(centered * y_unit) / torch.sqrt(torch.where(flat, 1.0, spread))
-    return torch.where(flat, float("nan"), r.clamp(-1.0, 1.0))
+    return _correlation_of_sums(row_sums(centered * y_unit), row_sums(centered * centered), row_sums(x * x))
 
 
-def _products(maps: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """maps @ v for maps [map, row, column] and vectors [map, column]: each row's products with
-    its map's vector summed over the last axis (:func:`row_sums`: each map's values its own,
-    unlike a batched matmul, whose CPU kernels split a batch differently than one map)."""
-    return row_sums(maps * v[:, None, :])
+def _aligned_rows(x: torch.Tensor) -> torch.Tensor:
+    """A copy of ``x`` [row, value] whose rows each start at a multiple of 64 bytes (the rows of
+    a fresh tensor padded to :data:`ALIGNMENT` bytes): a map and a vector go into BLAS's
+    matrix-vector product at the same alignment in a batch as alone (MKL's product rounds
+    differently at other alignments)."""
+    width = x.shape[1]
+    stride = -(-width * x.element_size() // ALIGNMENT) * ALIGNMENT // x.element_size()
+    return torch.empty((len(x), stride), dtype=x.dtype, device=x.device)[:, :width].copy_(x)
 
 
 def stable_rank(maps: torch.Tensor | np.ndarray) -> torch.Tensor:
     """Per map: ‖a‖²_F / σ₁², σ₁² the largest eigenvalue of aᵀa by power iteration from the ones
     vector in float32 (‖a‖²_F in float64), batched over the maps still iterating: each stops at
-    its own convergence, and each step's products, dots and norms are sums over rows of the map
-    alone (:func:`_products`)."""
+    its own convergence. A step's matrix-vector products are BLAS's of each map on its own (a
+    batched matmul on the CPU splits a batch differently than one map), every map and vector
+    64-byte aligned (:func:`_aligned_rows`); its dots and norms are sums over the map's own rows."""
     a = _float32(_tensor(maps))
     n = a.shape[-1]
-    frobenius = row_sums(row_sums((a * a).double()))  # exact squares of float16 values
-    out = _nan(a)
-    running = torch.nonzero(frobenius != 0).view(-1)
-    if not len(running):
-        return out
-    whole = len(running) == len(a)
-    running_maps = a if whole else a[running]
-    transposed = running_maps.transpose(1, 2).contiguous()
-    v = torch.full((len(running), n), 1 / np.sqrt(n), dtype=torch.float32, device=a.device)
-    largest = torch.zeros(len(running), dtype=torch.float64, device=a.device)
-    for step in range(POWER_ITERATIONS):
-        w = _products(transposed, _products(running_maps, v))  # aᵀ(a v)
-        estimate = row_sums(v * w).double()
-        v = w / torch.sqrt(row_sums(w * w))[:, None]
-        done = (estimate - largest).abs() <= POWER_TOLERANCE * estimate
-        largest = estimate
-        if step == POWER_ITERATIONS - 1:
-            done[:] = True
-        if bool(done.any()):
-            finished = running[done]
-            out[finished] = frobenius[finished] / largest[done]
-            if bool(done.all()):
-                break
-            keep = ~done
-            running, running_maps, transposed = running[keep], running_maps[keep], transposed[keep]
-            v, largest = v[keep], largest[keep]
-    return out
+    frobenius = row_sums(row_sums((a * a).double())).tolist()  # exact squares of float16 values
+    out = [float("nan")] * len(a)
+    running = [i for i, f in enumerate(frobenius) if f != 0]
+    if running:
+        aligned = _aligned_rows(a.reshape(len(a), n * n)).unflatten(1, (n, n))
+        maps_running = [aligned[i] for i in running]
+        v = _aligned_rows(torch.full((len(running), n), 1 / np.sqrt(n), dtype=torch.float32, device=a.device))
+        largest = [0.0] * len(running)
+        for step in range(POWER_ITERATIONS):
+            w = torch.stack([torch.mv(m.T, torch.mv(m, x)) for m, x in zip(maps_running, v)])  # aᵀ(a v)
+            estimate = row_sums(v * w).tolist()  # float32 dots, compared and divided in float64
+            v = torch.div(w, torch.sqrt(row_sums(w * w))[:, None], out=_aligned_rows(w))
+            last = step == POWER_ITERATIONS - 1
+            done = [last or abs(e - g) <= POWER_TOLERANCE * e for e, g in zip(estimate, largest)]
+            largest = estimate
+            if any(done):
+                for i, e, finished in zip(running, estimate, done):
+                    if finished:
+                        out[i] = frobenius[i] / e
+                keep = [k for k, finished in enumerate(done) if not finished]
+                if not keep:
+                    break
+                running, largest = [running[k] for k in keep], [largest[k] for k in keep]
+                maps_running = [maps_running[k] for k in keep]
+                v = _aligned_rows(v[keep])
+    return torch.tensor(out, dtype=torch.float64, device=a.device)
 
 
 def effective_rank(sigma: np.ndarray) -> float:
@@ -402,7 +417,7 @@ class LayoutTensors:
     """A prompt's layout as the metrics read it, as tensors on one device (:meth:`MapLayout.on`)."""
 
     log_rows: torch.Tensor
-    shot_keys: tuple[torch.Tensor, torch.Tensor]
+    shot_keys: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
     clue_queries: torch.Tensor
     target_keys: torch.Tensor
     cosine_pairs: CosinePairs
@@ -434,10 +449,9 @@ class MapLayout:
         """The layout's tensors on ``device``, made at the first call for that device."""
         device = torch.device(device)
         if device not in self._devices:
-            queries, masks = shot_keys(self.token_shot)
             self._devices[device] = LayoutTensors(
                 _log_rows(len(self.token_segment), device),
-                (torch.from_numpy(queries).to(device), torch.from_numpy(masks).to(device)),
+                tuple(torch.from_numpy(k).to(device) for k in shot_keys(self.token_shot)),
                 torch.from_numpy(self.clue_queries).to(device),
                 torch.from_numpy(self.target_keys).to(device),
                 self.cosine_pairs.to(device),
@@ -446,15 +460,73 @@ class MapLayout:
         return self._devices[device]
 
 
-def cosine_correlations(maps: torch.Tensor | np.ndarray, pairs: CosinePairs) -> tuple[torch.Tensor, torch.Tensor]:
+def cosine_correlations(
+    maps: torch.Tensor | np.ndarray, pairs: CosinePairs
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per map, (Pearson, Spearman) with the embedding cosine over ``pairs`` (NaN with fewer than
-    two pairs or no spread)."""
+    two pairs or no spread); for non-negative float16 maps from the histogram of their values'
+    bit patterns (:func:`histogram_correlations`), else from the values and their ranks."""
     maps = _tensor(maps)
     pairs = pairs.to(maps.device)
-    values = maps.reshape(len(maps), -1)[:, pairs.index]  # [map, pair]
-    if values.shape[1] < 2:
+    if len(pairs.index) < 2:
         return _nan(maps), _nan(maps)
+    flat = maps.reshape(len(maps), -1)
+    values = torch.gather(flat, 1, pairs.index.expand(len(maps), -1))  # [map, pair]
+    if values.dtype == torch.float16 and values.shape[1] >= HISTOGRAM_PAIRS:
+        codes = values.view(torch.int16).to(torch.int64)
+        low, high = (int(c) for c in torch.aminmax(codes))
+        if low >= 0 and high < 0x7C00:  # no negatives, infinities, NaNs: codes sort like values
+            bins = PROBABILITY_BINS if high < PROBABILITY_BINS else 0x7C00
+            return histogram_correlations(codes, bins, pairs)
     return correlation(_float32(values), pairs.unit), correlation(average_ranks(values), pairs.rank_unit)
+
+
+def histogram_correlations(
+    codes: torch.Tensor, bins: int, pairs: CosinePairs
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(Pearson, Spearman) of each row of float16 values, given as their bit patterns ``codes``
+    [map, pair] (non-negative values, below ``bins``), with the cosine's centred unit vectors of
+    ``pairs``: every sum over a row's values is a sum over the bins of its histogram, the count,
+    and the sums of the two unit vectors over the pairs with the bin's value (in the pairs' order;
+    ``scatter_add_``). So no per-pair rank or float64 copy of the values is made: the bins' average
+    ranks and the sums of values and ranks (Σx, Σx², Σ(r − r̄)²) are exact, and Σx·y and
+    Σ(r − r̄)·y are sums over the bins of the bin's value or centred rank times its cosine sum.
+    Pearson's spread is Σx² − (Σx)²/m (Σx exact), Spearman's Σ(r − r̄)² with r̄ = (m + 1)/2;
+    a row is flat (NaN) when its spread is at most 1e-12 of its sum of squares."""
+    rows, m = codes.shape
+    device = codes.device
+
+    def per_bin(weights: torch.Tensor) -> torch.Tensor:  # [map, bin]: the weights' sum over each bin
+        out = torch.zeros((rows, bins), dtype=weights.dtype, device=device)
+        return out.scatter_add_(1, codes, weights.expand(rows, m))
+
+    counts = per_bin(torch.ones((), dtype=torch.float64, device=device))
+    value = torch.arange(bins, dtype=torch.int16, device=device).view(torch.float16).double()
+    sum_x = row_sums(counts * value)
+    squares = row_sums(counts * (value * value))
+    spread = squares - sum_x * sum_x / m
+    nan = torch.full((rows,), float("nan"), dtype=torch.float64, device=device)
+    pearson = (
+        nan
+        if pairs.unit is None
+        else _correlation_of_sums(row_sums(value * per_bin(pairs.unit)), spread, squares)
+    )
+    rank = counts.cumsum(dim=1) - (counts - 1) / 2  # each bin's average rank
+    centered = rank - (m + 1) / 2
+    rank_spread = row_sums(counts * (centered * centered))
+    rank_squares = row_sums(counts * (rank * rank))
+    if pairs.rank_unit is None:
+        return pearson, nan
+    spearman = _correlation_of_sums(row_sums(centered * per_bin(pairs.rank_unit)), rank_spread, rank_squares)
+    return pearson, spearman
+
+
+def _correlation_of_sums(products: torch.Tensor, spread: torch.Tensor, squares: torch.Tensor) -> torch.Tensor:
+    """r = Σ(x − x̄)·y / √Σ(x − x̄)² from the sums (y a centred unit vector), clipped to [−1, 1];
+    NaN where the spread is at most 1e-12 of Σx²."""
+    flat = spread <= 1e-12 * squares
+    r = products / torch.sqrt(torch.where(flat, 1.0, spread))
+    return torch.where(flat, float("nan"), r.clamp(-1.0, 1.0))
 
 
 def streamed_metrics(maps: torch.Tensor | np.ndarray, layout: MapLayout) -> np.ndarray:
@@ -466,7 +538,9 @@ def streamed_metrics(maps: torch.Tensor | np.ndarray, layout: MapLayout) -> np.n
     maps = _tensor(maps).contiguous()
     step = max(1, BATCH_BYTES // (4 * maps.shape[-1] ** 2))
     if len(maps) > step:
-        return np.concatenate([streamed_metrics(maps[i : i + step], layout) for i in range(0, len(maps), step)])
+        return np.concatenate(
+            [streamed_metrics(maps[i : i + step], layout) for i in range(0, len(maps), step)]
+        )
     on = layout.on(maps.device)
     a32 = _float32(maps)
     values = torch.stack(
@@ -475,7 +549,7 @@ def streamed_metrics(maps: torch.Tensor | np.ndarray, layout: MapLayout) -> np.n
             self_mass(maps),
             previous_mass(maps),
             sink_mass(maps),
-            *shot_masses(a32, keys=on.shot_keys),
+            *shot_masses(maps, keys=on.shot_keys),
             block_mass(maps, on.clue_queries, on.target_keys),
             *cosine_correlations(maps, on.cosine_pairs),
             *cosine_correlations(maps, on.word_cosine_pairs),
