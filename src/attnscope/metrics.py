@@ -33,14 +33,23 @@ For the identity the stable and effective ranks are n and the ε-rank is ⌈n(1 
 singular value is 1); for b uniform diagonal blocks all three are b.
 
 The capture computes the other metrics for every map while it streams, so they must be
-cheap: float16 maps are read through lookup tables over their 65 536 bit patterns
-(value and x·log x), and ranks of float16 values come from a histogram of those patterns.
-Each metric takes a batch of maps [map, query, key] (the capture's: a layer's heads and head
-mean) and gives one value per map, with one numpy call per step for the whole batch, and every
-map's value is bit for bit the one it gets in a batch of its own: sums run over the last axis of
-C-contiguous arrays (each row its own pairwise sum: ``np.take``, not fancy indexing, which can
-return other layouts), and the dot and matrix-vector products are BLAS's of each map on its own
-(numpy's matmul loops over the batch).
+cheap: :func:`streamed_metrics` takes a layer's maps [map, query, key] (its heads and head mean,
+float16, on the model's device, CPU or GPU) and computes them in torch on that device, one
+batched call per step for all maps, and hands back [map, metric] in float64. Float16 values are
+read as float32 (exact). The masses are float64 sums of float16 values, which are exact (so in
+any order). The entropy's terms a·log a are float32, each row's sum float64; the correlations are
+float64; ranks of float16 values are exact average ranks from a histogram of their bit patterns
+(``torch.bincount``, ``scatter_add_``; the correlations over ≥ :data:`HISTOGRAM_PAIRS` pairs run
+over the histogram's bins, with no per-pair rank); the power iteration runs in float32. Every
+map's value is bit for bit the one it gets in a batch of its own, on one thread or two (tested on
+the CPU): every inexact sum runs over the last axis of one map's rows (:func:`row_sums`; long rows
+in fixed chunks, since torch splits a lone long sum between threads), the histograms have a fixed
+number of bins, and the power iteration's matrix-vector products are BLAS's of each map on its
+own at a fixed alignment (torch's batched matmul splits a batch differently than one map, and
+MKL's product rounds by the alignment of its operands). The numpy route this replaced (lookup
+tables of the 65 536 float16 bit patterns, float32 BLAS products) is the tests' reference
+(``tests/helpers.py``); what changed, by how much: docs/attention.md. :func:`as_float32` and
+:func:`xlogx`, those lookup tables, serve :mod:`attnscope.choices`.
 """
 
 from __future__ import annotations
@@ -95,8 +104,8 @@ METRICS = STREAMED + SPECTRAL
 
 BATCH_BYTES = 4 << 20
 """Largest batch of maps, in float32, that :func:`streamed_metrics` measures at once (a layer of
-SmolLM2's 9 heads and head mean up to n = 323): its temporaries are a few float32 and int64
-copies of the batch, bounded so for long prompts."""
+SmolLM2's 9 heads and head mean up to n = 323): its temporaries are a few float32 and float64
+copies of the batch (and int64 codes of its pairs), bounded so for long prompts."""
 POWER_ITERATIONS = 1000
 POWER_TOLERANCE = 1e-6
 """Power iteration stops when σ₁² changes by less than this (relative): about 6 steps on
