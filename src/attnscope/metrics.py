@@ -198,14 +198,14 @@ def _xlogx(x: torch.Tensor) -> torch.Tensor:
 
 def row_entropy(maps: torch.Tensor | np.ndarray, log_rows: torch.Tensor | None = None) -> torch.Tensor:
     """Per map [map, query, key]: the mean over rows i ≥ 1 of the row's entropy divided by
-    log(i + 1); the terms a·log a in float32 for float16 maps (float64 for others), each row's
-    sum in float64. ``log_rows``: log(i + 1) for i ≥ 1 (:class:`LayoutTensors`)."""
+    log(i + 1); the terms a·log a in float32 (float64 for float64 maps), each row's sum in
+    float64. ``log_rows``: log(i + 1) for i ≥ 1 (:class:`LayoutTensors`)."""
     maps = _tensor(maps)
     n = maps.shape[-1]
     if n < 2:
         return _nan(maps)
     rows = maps[:, 1:]
-    terms = _xlogx(rows.float() if maps.dtype == torch.float16 else rows.double())
+    terms = _xlogx(rows.double() if maps.dtype == torch.float64 else rows.float())
     entropy = -row_sums(terms.double())  # [map, row]
     log_rows = _log_rows(n, maps.device) if log_rows is None else log_rows
     return row_sums(entropy / log_rows) / (n - 1)
@@ -323,14 +323,36 @@ def correlation(x: torch.Tensor | np.ndarray, y_unit: torch.Tensor | np.ndarray 
     return _correlation_of_sums(row_sums(centered * y_unit), row_sums(centered * centered), row_sums(x * x))
 
 
+def _aligned_empty(rows: int, width: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """An uninitialised [rows, width] tensor whose rows each start at a multiple of
+    :data:`ALIGNMENT` bytes (the rows of a fresh tensor, padded)."""
+    size = torch.empty((), dtype=dtype).element_size()
+    stride = -(-width * size // ALIGNMENT) * ALIGNMENT // size
+    return torch.empty((rows, stride), dtype=dtype, device=device)[:, :width]
+
+
+def _aligned_maps(maps: torch.Tensor) -> torch.Tensor:
+    """Maps [map, query, key] in float32, each one C-contiguous from a multiple of
+    :data:`ALIGNMENT` bytes: ``maps`` themselves if they are, else a copy (the float16 → float32
+    cast of :func:`streamed_metrics` makes them so)."""
+    n = maps.shape[-1]
+    aligned = (
+        maps.dtype == torch.float32
+        and maps.stride()[1:] == (n, 1)
+        and (maps.data_ptr() % ALIGNMENT == 0)
+        and (maps.stride(0) * 4 % ALIGNMENT == 0 or len(maps) == 1)
+    )
+    if aligned:
+        return maps
+    copy = _aligned_empty(len(maps), n * n, torch.float32, maps.device)
+    return copy.copy_(maps.reshape(len(maps), n * n)).unflatten(1, (n, n))
+
+
 def _aligned_rows(x: torch.Tensor) -> torch.Tensor:
-    """A copy of ``x`` [row, value] whose rows each start at a multiple of 64 bytes (the rows of
-    a fresh tensor padded to :data:`ALIGNMENT` bytes): a map and a vector go into BLAS's
-    matrix-vector product at the same alignment in a batch as alone (MKL's product rounds
-    differently at other alignments)."""
-    width = x.shape[1]
-    stride = -(-width * x.element_size() // ALIGNMENT) * ALIGNMENT // x.element_size()
-    return torch.empty((len(x), stride), dtype=x.dtype, device=x.device)[:, :width].copy_(x)
+    """A copy of ``x`` [row, value] whose rows each start at a multiple of 64 bytes: a map and
+    a vector go into BLAS's matrix-vector product at the same alignment in a batch as alone
+    (MKL's product rounds differently at other alignments)."""
+    return _aligned_empty(len(x), x.shape[1], x.dtype, x.device).copy_(x)
 
 
 def stable_rank(maps: torch.Tensor | np.ndarray) -> torch.Tensor:
@@ -345,14 +367,16 @@ def stable_rank(maps: torch.Tensor | np.ndarray) -> torch.Tensor:
     out = [float("nan")] * len(a)
     running = [i for i, f in enumerate(frobenius) if f != 0]
     if running:
-        aligned = _aligned_rows(a.reshape(len(a), n * n)).unflatten(1, (n, n))
+        aligned = _aligned_maps(a)
         maps_running = [aligned[i] for i in running]
-        v = _aligned_rows(torch.full((len(running), n), 1 / np.sqrt(n), dtype=torch.float32, device=a.device))
+        u, v, w = (_aligned_empty(len(running), n, torch.float32, a.device) for _ in range(3))
+        v.fill_(1 / np.sqrt(n))
         largest = [0.0] * len(running)
         for step in range(POWER_ITERATIONS):
-            w = torch.stack([torch.mv(m.T, torch.mv(m, x)) for m, x in zip(maps_running, v)])  # aᵀ(a v)
+            for k, m in enumerate(maps_running):  # w = aᵀ(a v)
+                torch.mv(m.T, torch.mv(m, v[k], out=u[k]), out=w[k])
             estimate = row_sums(v * w).tolist()  # float32 dots, compared and divided in float64
-            v = torch.div(w, torch.sqrt(row_sums(w * w))[:, None], out=_aligned_rows(w))
+            torch.div(w, torch.sqrt(row_sums(w * w))[:, None], out=v)
             last = step == POWER_ITERATIONS - 1
             done = [last or abs(e - g) <= POWER_TOLERANCE * e for e, g in zip(estimate, largest)]
             largest = estimate
@@ -365,7 +389,7 @@ def stable_rank(maps: torch.Tensor | np.ndarray) -> torch.Tensor:
                     break
                 running, largest = [running[k] for k in keep], [largest[k] for k in keep]
                 maps_running = [maps_running[k] for k in keep]
-                v = _aligned_rows(v[keep])
+                v, u, w = _aligned_rows(v[keep]), u[: len(keep)], w[: len(keep)]
     return torch.tensor(out, dtype=torch.float64, device=a.device)
 
 
@@ -551,10 +575,10 @@ def streamed_metrics(maps: torch.Tensor | np.ndarray, layout: MapLayout) -> np.n
             [streamed_metrics(maps[i : i + step], layout) for i in range(0, len(maps), step)]
         )
     on = layout.on(maps.device)
-    a32 = _float32(maps)
+    a32 = _aligned_maps(maps)  # float32, each map aligned for the power iteration's BLAS products
     values = torch.stack(
         [
-            row_entropy(maps, on.log_rows),
+            row_entropy(a32, on.log_rows),
             self_mass(maps),
             previous_mass(maps),
             sink_mass(maps),
