@@ -475,7 +475,10 @@ def main() -> None:
     OUT.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=OUT) as tmp:  # on the disk the workflow writes to
         timing = [time_modes(loaded, k, args.repeats, Path(tmp)) for k in args.shots]
-        experiments = [experiment_seconds(loaded, k, args.experiment_repeats, Path(tmp)) for k in args.shots]
+        experiments = [
+            experiment_seconds(loaded, k, args.experiment_repeats, Path(tmp))
+            for k in (args.shots if args.experiment_repeats > 0 else [])
+        ]
     mem = memory(args.memory_shots, args.memory_repeats, args.threads, loaded.model.config)
     header = ["k", "tokens", *MODES, "stored / raw f32", "naive zstd-3 / raw f32", "f16 exact"]
     print("\n| " + " | ".join(header) + " |\n" + "|---" * len(header) + "|")

@@ -24,6 +24,7 @@ import pytest
 import torch
 import yaml
 import zarr
+from scipy.stats import rankdata
 from threadpoolctl import threadpool_limits
 from zarr.codecs import BloscCodec
 
@@ -338,6 +339,218 @@ def map_choices(
                          "n_queries": n_queries[c, layer], **dict(zip(choices.CHOICE_METRICS, row))}
                     )  # fmt: skip
     return pd.DataFrame(rows)
+
+
+# --- the streamed metrics in numpy, as the library computed them before torch (the reference) ---
+#
+# metrics.streamed_metrics computed these in numpy until it moved to torch: float16 maps read through
+# lookup tables of their 65 536 bit patterns (value, x·log x in float32), float32 sums (BLAS's
+# matrix products) for the shot masses and the power iteration, float64 for the row sums of the
+# entropies, the means and the correlations (one pass: Σx² − (Σx)²/m), average ranks from a
+# histogram of the bit patterns. Kept here verbatim as the reference the torch route is tested against.
+
+_NP_F16_VALUE = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
+with np.errstate(invalid="ignore", divide="ignore"):
+    _NP_F16_XLOGX = np.where(_NP_F16_VALUE > 0, _NP_F16_VALUE * np.log(_NP_F16_VALUE), np.float32(0)).astype(
+        np.float32
+    )
+
+
+def np_as_float32(a: np.ndarray) -> np.ndarray:
+    a = np.asarray(a)
+    if a.dtype == np.float16:
+        return np.take(_NP_F16_VALUE, a.view(np.uint16))
+    return a.astype(np.float32, copy=False)
+
+
+def np_xlogx(a: np.ndarray) -> np.ndarray:
+    if a.dtype == np.float16:
+        return np.take(_NP_F16_XLOGX, a.view(np.uint16))
+    a = a.astype(np.float64, copy=False)
+    return a * np.log(np.where(a > 0, a, 1.0))
+
+
+def np_row_entropy(maps: np.ndarray) -> np.ndarray:
+    maps = np.asarray(maps)
+    if maps.shape[-1] < 2:
+        return np.full(len(maps), np.nan)
+    entropy = -np_xlogx(maps[:, 1:]).sum(axis=2, dtype=np.float64)
+    return np.mean(entropy / np.log(np.arange(2, maps.shape[-1] + 1)), axis=1)
+
+
+def _np_row_mean(values: np.ndarray) -> np.ndarray:
+    if not values.shape[1]:
+        return np.full(len(values), np.nan)
+    return np.mean(np_as_float32(values), axis=1, dtype=np.float64)
+
+
+def np_shot_masses(maps: np.ndarray, token_shot) -> tuple[np.ndarray, np.ndarray]:
+    shot = np.asarray(token_shot)
+    queries = np.flatnonzero(shot >= 2)
+    if not len(queries):
+        return np.full(len(maps), np.nan), np.full(len(maps), np.nan)
+    one_hot = (shot[:, None] == np.arange(shot.max() + 1)).astype(np.float32)
+    mass = (np_as_float32(np.take(maps, queries, axis=1)) @ one_hot).astype(np.float64)  # [map, query, shot]
+    within = np.take_along_axis(mass, shot[queries][None, :, None], axis=2)[:, :, 0]
+    across = mass[:, :, 1:].sum(axis=2) - within
+    return within.mean(axis=1), across.mean(axis=1)
+
+
+def np_block_mass(maps: np.ndarray, queries: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    if not len(queries) or not len(keys):
+        return np.full(len(maps), np.nan)
+    block = np_as_float32(np.take(np.take(maps, queries, axis=1), keys, axis=2))  # [map, query, key]
+    return block.sum(axis=2, dtype=np.float64).mean(axis=1)
+
+
+def np_average_ranks(values: np.ndarray) -> np.ndarray:
+    values = np.asarray(values)
+    codes = values.view(np.uint16) if values.dtype == np.float16 else None
+    if codes is None or (codes >= 0x7C00).any():
+        return rankdata(values, axis=1)
+    bins = int(codes.max()) + 1
+    row_codes = codes + np.arange(0, len(codes) * bins, bins)[:, None]
+    counts = np.bincount(row_codes.ravel(), minlength=len(codes) * bins)
+    below = np.cumsum(counts.reshape(len(codes), bins), axis=1).ravel() - counts
+    return np.take(below + (counts + 1) / 2.0, row_codes)
+
+
+def _np_row_dots(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return (x[:, None, :] @ y[..., None])[:, 0, 0]
+
+
+def _np_unit_centered(values: np.ndarray) -> np.ndarray | None:
+    centered = np.asarray(values, dtype=np.float64) - np.mean(values, dtype=np.float64)
+    norm = np.linalg.norm(centered)
+    return centered / norm if norm > 0 else None
+
+
+def np_correlation(x: np.ndarray, y_unit: np.ndarray | None) -> np.ndarray:
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    if y_unit is None:
+        return np.full(len(x), np.nan)
+    squares = _np_row_dots(x, x)
+    sums = np.array([total**2 for total in x.sum(axis=1).tolist()])
+    spread = squares - sums / x.shape[1]
+    flat = spread <= 1e-12 * squares
+    r = _np_row_dots(x, y_unit) / np.sqrt(np.where(flat, 1.0, spread))
+    return np.where(flat, np.nan, np.clip(r, -1.0, 1.0))
+
+
+def np_stable_rank(maps: np.ndarray) -> np.ndarray:
+    a = np_as_float32(maps)
+    frobenius = np.array([np.einsum("ij,ij->", m, m, dtype=np.float64) for m in a])
+    out = np.full(len(a), np.nan)
+    running = np.flatnonzero(frobenius != 0)
+    running_maps = a if len(running) == len(a) else a[running]
+    n = a.shape[-1]
+    v = np.full((len(running), n, 1), 1 / np.sqrt(n), dtype=np.float32)
+    largest = np.zeros(len(running))
+    for step in range(metrics.POWER_ITERATIONS):
+        w = np.swapaxes(running_maps, 1, 2) @ (running_maps @ v)
+        estimate = _np_row_dots(v[:, :, 0], w[:, :, 0]).astype(np.float64)
+        v = w / np.sqrt(_np_row_dots(w[:, :, 0], w[:, :, 0]))[:, None, None]
+        done = np.abs(estimate - largest) <= metrics.POWER_TOLERANCE * estimate
+        largest = estimate
+        if step == metrics.POWER_ITERATIONS - 1:
+            done[:] = True
+        if done.any():
+            out[running[done]] = frobenius[running[done]] / largest[done]
+            if done.all():
+                break
+            running, running_maps, v, largest = running[~done], running_maps[~done], v[~done], largest[~done]
+    return out
+
+
+def np_cosine_pairs(
+    cosine: np.ndarray, tokens: np.ndarray
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    pairs = np.tri(len(tokens), len(tokens), -1, dtype=bool) & tokens[:, None] & tokens[None, :]
+    index = np.flatnonzero(pairs)
+    if len(index) < 2:
+        return index, None, None
+    values = np.asarray(cosine).ravel()[index]
+    return (
+        index,
+        _np_unit_centered(np_as_float32(values)),
+        _np_unit_centered(np_average_ranks(values[None])[0]),
+    )
+
+
+def np_cosine_correlations(maps: np.ndarray, pairs: tuple) -> tuple[np.ndarray, np.ndarray]:
+    index, unit, rank_unit = pairs
+    values = np.take(np.asarray(maps).reshape(len(maps), -1), index, axis=1)  # [map, pair]
+    if values.shape[1] < 2:
+        return np.full(len(maps), np.nan), np.full(len(maps), np.nan)
+    return np_correlation(np_as_float32(values), unit), np_correlation(np_average_ranks(values), rank_unit)
+
+
+def np_streamed_metrics(maps: np.ndarray, token_shot, token_segment, cosine: np.ndarray) -> np.ndarray:
+    """metrics.STREAMED of maps [map, query, key] as [map, metric], as numpy computed them
+    (batches of metrics.BATCH_BYTES of float32; BLAS on the caller's threads: one, as in the
+    capture, for the old route's bit-for-bit batch invariance)."""
+    maps = np.asarray(maps)
+    step = max(1, metrics.BATCH_BYTES // (4 * maps.shape[-1] ** 2))
+    if len(maps) > step:
+        return np.concatenate(
+            [np_streamed_metrics(maps[i : i + step], token_shot, token_segment, cosine)
+             for i in range(0, len(maps), step)]
+        )  # fmt: skip
+    segment = np.asarray(token_segment)
+    all_pairs = np_cosine_pairs(cosine, np.ones(len(segment), dtype=bool))
+    word_pairs = np_cosine_pairs(cosine, np.isin(segment, store.WORD_SEGMENTS))
+    clue, target = np.flatnonzero(segment == store.GENERATED), np.flatnonzero(segment == store.TARGET)
+    a32 = np_as_float32(maps)
+    return np.stack(
+        [
+            np_row_entropy(maps),
+            _np_row_mean(np.diagonal(a32, axis1=1, axis2=2)[:, 1:]),
+            _np_row_mean(np.diagonal(a32, -1, axis1=1, axis2=2)),
+            _np_row_mean(a32[:, 1:, 0]),
+            *np_shot_masses(a32, token_shot),
+            np_block_mass(a32, clue, target),
+            *np_cosine_correlations(maps, all_pairs),
+            *np_cosine_correlations(maps, word_pairs),
+            np_stable_rank(a32),
+        ],
+        axis=1,
+    )
+
+
+REFERENCE_TOLERANCES = {
+    # metric: (relative, absolute): the torch route's value within abs + rel·|numpy's|
+    "row_entropy": (1e-6, 0.0),  # terms −a·log a in float32: the two logs differ in the last bit
+    "self_mass": (0.0, 0.0),  # sums of float16 values in float64: exact in both routes
+    "previous_mass": (0.0, 0.0),
+    "sink_mass": (0.0, 0.0),
+    "within_shot_mass": (1e-6, 1e-12),  # numpy's float32 sums round once a sum passes 1; torch's are exact
+    "across_shot_mass": (1e-6, 1e-12),
+    "clue_target_mass": (0.0, 0.0),  # exact in both routes
+    "cosine_pearson": (0.0, 1e-12),  # float64, numpy's one-pass spread Σx² − (Σx)²/m, torch's Σ(x − x̄)²
+    "cosine_spearman": (0.0, 1e-12),  # the same ranks (exact); the spreads as above
+    "cosine_pearson_words": (0.0, 1e-12),
+    "cosine_spearman_words": (0.0, 1e-12),
+    "stable_rank": (1e-4, 0.0),  # float32 power iterations round differently and may stop a step apart
+}
+"""Per streamed metric, how far :func:`metrics.streamed_metrics` may lie from
+:func:`np_streamed_metrics` (same NaNs): (relative, absolute)."""
+
+
+def reference_differences(got: np.ndarray, expected: np.ndarray) -> dict[str, tuple[float, float]]:
+    """Per streamed metric, the largest absolute and relative difference of ``got`` [map, metric] from
+    the numpy reference ``expected``, after checking both have NaN in the same places and every value
+    is within :data:`REFERENCE_TOLERANCES`."""
+    differences = {}
+    for column, name in enumerate(metrics.STREAMED):
+        g, e = got[:, column], expected[:, column]
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(e), err_msg=f"{name}: NaN in other places")
+        g, e = g[~np.isnan(e)], e[~np.isnan(e)]
+        rel, tol = REFERENCE_TOLERANCES[name]
+        np.testing.assert_allclose(g, e, rtol=rel, atol=tol, err_msg=name)
+        absolute = np.abs(g - e)
+        relative = np.divide(absolute, np.abs(e), out=np.zeros_like(absolute), where=e != 0)
+        differences[name] = (float(absolute.max(initial=0)), float(relative.max(initial=0)))
+    return differences
 
 
 # --- knockout effects ---
@@ -779,7 +992,7 @@ def _derived_arrays(group: zarr.Group) -> dict[str, tuple[tuple, np.ndarray]]:
         kept = every if heads is not None else mean_only
         derived[f"{prefix}metrics"] = (
             kept,
-            np.array([metrics.streamed_metrics(layer, layout) for layer in maps]),
+            np.array([metrics.streamed_metrics(torch.from_numpy(layer), layout) for layer in maps]),
         )
         derived[f"{prefix}choices"] = (
             every,

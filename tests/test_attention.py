@@ -34,8 +34,10 @@ from tests.helpers import (
     extract,
     float16_steps,
     forward_contributions,
+    np_streamed_metrics,
     prompt_table,
     query_shares,
+    reference_differences,
     with_random_gains,
 )
 
@@ -506,6 +508,27 @@ def test_stored_metrics_are_the_metrics_of_the_stored_maps(llama_store):
     row = dict(zip(metrics.STREAMED, stored[0, -1]))
     assert 0 < row["clue_target_mass"] < 1  # the appended clue attends to the target word
     assert 0 < row["within_shot_mass"] < 1 and 0 < row["across_shot_mass"] < 1
+
+
+@pytest.mark.routes
+def test_stored_metrics_are_the_numpy_routes_within_tolerance(llama_store):
+    """The streamed metrics the capture stored for the tiny Llama's maps (both prompts, weights and
+    value-weighted maps, kept heads and head means) are the numpy route's, which the torch route
+    replaced, within each metric's tolerance (tests/helpers.py: ``REFERENCE_TOLERANCES``)."""
+    path, _ = llama_store
+    compared = 0
+    for group in store.prompt_groups(store.open_store(path)):
+        shot, segment, cosine = group.attrs["token_shot"], group.attrs["token_segment"], group["cosine"][...]
+        for prefix in ("", "value_"):
+            head_mean = group[f"{prefix}head_mean"][...][:, None]
+            heads = group[f"{prefix}attn"][...] if f"{prefix}attn" in group else None
+            maps = head_mean if heads is None else np.concatenate([heads, head_mean], axis=1)
+            stored = group[f"{prefix}metrics"][...][:, -maps.shape[1] :]
+            for layer_maps, layer_metrics in zip(maps, stored, strict=True):
+                expected = np_streamed_metrics(layer_maps, shot, segment, cosine)
+                reference_differences(layer_metrics, expected)
+                compared += len(layer_maps)
+    assert compared == 2 * 2 * (7 + 1)  # two layers, weights and values: Ant's 6 heads and mean, Bee's mean
 
 
 def test_metrics_table_rows_and_spectral_ranks(llama_store, tiny_llama):

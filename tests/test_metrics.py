@@ -1,6 +1,11 @@
-"""Attention-map metrics on small constructed matrices, against hand-computed values."""
+"""Attention-map metrics on small constructed matrices, against hand-computed values, and the
+streamed metrics (torch, on the maps' device) against the numpy route they replaced
+(tests/helpers.py: ``np_streamed_metrics``)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import pandas as pd
@@ -8,10 +13,15 @@ import pytest
 import torch
 from scipy.special import entr
 from scipy.stats import pearsonr, rankdata, spearmanr
-from threadpoolctl import threadpool_limits
 
 from attnscope import metrics, promptgroup, stats, theory
-from tests.helpers import random_causal, uniform_causal
+from tests.helpers import (
+    REFERENCE_TOLERANCES,
+    np_streamed_metrics,
+    random_causal,
+    reference_differences,
+    uniform_causal,
+)
 
 
 def singular_values(a: np.ndarray) -> np.ndarray:
@@ -25,8 +35,8 @@ def block_uniform(blocks: int, size: int) -> np.ndarray:
 
 
 def one(metric, a: np.ndarray, *args):
-    """A batched metric of one map: its value (or values, for a metric with several)."""
-    values = metric(np.asarray(a)[None], *args)
+    """A batched metric of one map (as a CPU tensor): its value (or values, for a metric with several)."""
+    values = metric(torch.as_tensor(np.asarray(a))[None], *args)
     return tuple(float(v[0]) for v in values) if isinstance(values, tuple) else float(values[0])
 
 
@@ -124,7 +134,7 @@ def test_cosine_correlations_match_scipy_over_the_strict_triangle():
     assert pearson == pytest.approx(pearsonr(x, y).statistic, abs=1e-6)
     assert spearman == pytest.approx(spearmanr(x, y).statistic, abs=1e-9)
     # A map that equals the cosine on the triangle correlates perfectly.
-    assert metrics.correlation(y[None], metrics._unit_centered(y))[0] == pytest.approx(1.0)
+    assert float(metrics.correlation(y[None], metrics._unit_centered(y))[0]) == pytest.approx(1.0)
 
 
 def test_word_cosine_correlations_take_word_and_clue_pairs_with_the_values_as_given():
@@ -156,20 +166,35 @@ def test_word_cosine_correlations_take_word_and_clue_pairs_with_the_values_as_gi
 
 
 def test_average_ranks_of_float16_match_rankdata():
-    """Row by row as scipy's: the histogram's (rows of non-negative float16), and scipy's own for a
-    batch with a negative value or of another dtype."""
+    """Row by row as scipy's, exactly: the histogram's (rows of at least ``HISTOGRAM_PAIRS``
+    non-negative float16, ties and zeros), and the sort's for shorter rows and for a batch with a
+    negative value, a NaN (its row all NaN, as scipy's), −0 (equal to 0) or of another dtype."""
     rng = np.random.default_rng(2)
+    length = metrics.HISTOGRAM_PAIRS + 50
     values = np.stack(
         [
-            np.concatenate([np.zeros(50), rng.exponential(1e-3, 500), [1.0, 1.0]]),
-            np.concatenate([np.full(100, 0.5), rng.exponential(1e-2, 450), [0.0, 1.0]]),
-            np.concatenate([[-1.0, 0.5, 0.5], rng.uniform(-1, 1, 549)]),
+            np.concatenate([np.zeros(50), rng.exponential(1e-3, length - 52), [1.0, 1.0]]),
+            np.concatenate([np.full(100, 0.5), rng.exponential(1e-2, length - 102), [0.0, 1.0]]),
+            np.concatenate([[-1.0, 0.5, 0.5, -0.0, 0.0], rng.uniform(-1, 1, length - 5)]),
+            np.concatenate([[np.nan], rng.uniform(0, 1, length - 1)]),
         ]
     ).astype(np.float16)
     expected = rankdata(values, axis=1)
-    assert np.array_equal(metrics.average_ranks(values), expected)
-    assert np.array_equal(metrics.average_ranks(values[:2]), expected[:2])  # the histogram only
-    assert np.array_equal(metrics.average_ranks(values.astype(np.float32)), expected)
+    assert np.isnan(expected[3]).all()
+
+    def ranks(v: np.ndarray) -> np.ndarray:
+        got = metrics.average_ranks(torch.from_numpy(v))
+        assert got.dtype == torch.float64
+        return got.numpy()
+
+    np.testing.assert_array_equal(ranks(values), expected)
+    np.testing.assert_array_equal(ranks(values[:2]), expected[:2])  # the histogram
+    np.testing.assert_array_equal(ranks(values[:2, :500]), rankdata(values[:2, :500], axis=1))  # the sort
+    np.testing.assert_array_equal(ranks(values[2:3]), expected[2:3])  # the sort
+    np.testing.assert_array_equal(ranks(values.astype(np.float32)), expected)
+    many_ties = rng.integers(0, 5, (3, 20000)).astype(np.float16) / 8  # long runs of equal values
+    np.testing.assert_array_equal(ranks(many_ties), rankdata(many_ties, axis=1))
+    np.testing.assert_array_equal(ranks(many_ties.astype(np.float32)), rankdata(many_ties, axis=1))
 
 
 def test_ranks_agree_with_the_theory_module_and_the_svd():
@@ -198,26 +223,28 @@ def test_batched_singular_values_are_each_maps_svd():
 def test_streamed_metrics_are_the_individual_metrics_in_order():
     rng = np.random.default_rng(3)
     n = 12
-    a = np.stack([random_causal(rng, n) for _ in range(3)])
+    a = torch.from_numpy(np.stack([random_causal(rng, n) for _ in range(3)]))
     shot = [0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 0, 0]
     segment = ["template"] * 9 + ["target", "generated", "generated"]
     lay = layout(n, shot, segment, rng.uniform(-1, 1, (n, n)).astype(np.float16))
-    a32 = a.astype(np.float32)
-    expected = np.stack(
+    expected = torch.stack(
         [
             metrics.row_entropy(a),
-            metrics.self_mass(a32),
-            metrics.previous_mass(a32),
-            metrics.sink_mass(a32),
-            *metrics.shot_masses(a32, shot),
-            metrics.block_mass(a32, np.array([10, 11]), np.array([9])),
+            metrics.self_mass(a),
+            metrics.previous_mass(a),
+            metrics.sink_mass(a),
+            *metrics.shot_masses(a, shot),
+            metrics.block_mass(a, np.array([10, 11]), np.array([9])),
             *metrics.cosine_correlations(a, lay.cosine_pairs),
             *metrics.cosine_correlations(a, lay.word_cosine_pairs),
-            metrics.stable_rank(a32),
+            metrics.stable_rank(a),
         ],
-        axis=1,
-    )
-    assert np.array_equal(metrics.streamed_metrics(a, lay), expected, equal_nan=True)
+        dim=1,
+    ).numpy()
+    got = metrics.streamed_metrics(a, lay)
+    assert isinstance(got, np.ndarray) and got.dtype == np.float64
+    assert np.array_equal(got, expected, equal_nan=True)
+    assert np.array_equal(metrics.streamed_metrics(a.numpy(), lay), got, equal_nan=True)  # numpy: CPU tensors
 
 
 def bits(values: np.ndarray) -> np.ndarray:
@@ -261,43 +288,64 @@ def reference_metrics(a: np.ndarray, shot: np.ndarray, segment: np.ndarray, cosi
     }
 
 
-@pytest.mark.parametrize("dtype", [np.float16, np.float32])
-def test_batched_metrics_are_each_maps_own(dtype):
-    """A batch of maps [map, query, key] gets, map by map, bit for bit what each map gets in a
-    batch of its own (so the capture's stores are those of one map at a time), and the values
-    of the metrics' definitions: maps with ties, zeros (whole rows of them, as a value-weighted
-    map's), a one-token map, prompts without shots ≥ 2, without a clue, without word pairs."""
-    rng = np.random.default_rng(6)
+@contextmanager
+def torch_threads(count: int) -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def metric_cases(rng: np.random.Generator, sizes=(1, 2, 7, 40, 130)) -> list[tuple]:
+    """(n, token_shot, token_segment, cosine, maps [5, n, n] float16) of each size under three
+    layouts: shots and a clue; no shot ≥ 2 and no clue; no word pairs. The maps: random causal
+    ones (ties and zeros from float16; peaked with a row of zeros, as a value-weighted map can
+    have; flat), the uniform causal map and the identity."""
     segments = ["template", "instruction", "shot_word", "shot_clue", "target", "generated"]
     cases = []
-    for n in (1, 2, 7, 40, 130):
+    for n in sizes:
         shot = rng.integers(0, 4, n)
         segment = rng.choice(segments, n)
         cosine = rng.uniform(-1, 1, (n, n)).astype(np.float16)
         no_clue = np.where(segment == "generated", "template", segment)
+        maps = np.stack(
+            [random_causal(rng, n), random_causal(rng, n, scale=12.0), uniform_causal(n), np.eye(n),
+             random_causal(rng, n, scale=0.1)]
+        ).astype(np.float16)  # fmt: skip
+        maps[1, n // 2] = 0  # a row of zeros
         for labels in [(shot, segment), (np.minimum(shot, 1), no_clue), (shot, np.full(n, "template"))]:
-            cases.append((n, *labels, cosine))
+            cases.append((n, *labels, cosine, maps))
+    return cases
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_batched_metrics_are_each_maps_own(dtype):
+    """A batch of maps [map, query, key] gets, map by map, bit for bit what each map gets in a
+    batch of its own, on one torch thread or two (so the capture's stores are those of one map at
+    a time, and the store pass recomputes them exactly), and the values of the metrics'
+    definitions: maps with ties, zeros (whole rows of them, as a value-weighted map's), a
+    one-token map, prompts without shots ≥ 2, without a clue, without word pairs."""
+    cases = metric_cases(np.random.default_rng(6))
     total = 0
-    with threadpool_limits(1, "blas"):  # as in the capture: one BLAS thread
-        for n, shot, segment, cosine in cases:
-            maps = np.stack(
-                [random_causal(rng, n), random_causal(rng, n, scale=12.0), uniform_causal(n), np.eye(n),
-                 random_causal(rng, n, scale=0.1)]
-            ).astype(dtype)  # fmt: skip
-            maps[1, n // 2] = 0  # a row of zeros
-            lay = metrics.MapLayout(shot, segment, cosine)
-            batched = metrics.streamed_metrics(maps, lay)
-            alone = np.concatenate([metrics.streamed_metrics(m[None], lay) for m in maps])
-            assert batched.shape == (len(maps), len(metrics.STREAMED))
-            assert np.array_equal(bits(batched), bits(alone)), (n, dtype)
-            for a, row in zip(maps, batched):
-                expected = reference_metrics(a, shot, segment, cosine)
-                for name, value in zip(metrics.STREAMED, row):
-                    # power iteration stops at a relative change of 1e-6: slow on near-equal σ₁, σ₂
-                    tolerance = 1e-3 if name == "stable_rank" else 2e-6
-                    expect = pytest.approx(expected[name], rel=tolerance, abs=tolerance, nan_ok=True)
-                    assert value == expect, (n, name)
-            total += batched.size
+    for n, shot, segment, cosine, maps16 in cases:
+        maps = torch.from_numpy(maps16).to(dtype)
+        lay = metrics.MapLayout(shot, segment, cosine)
+        batched = metrics.streamed_metrics(maps, lay)
+        alone = np.concatenate([metrics.streamed_metrics(m[None], lay) for m in maps])
+        assert batched.shape == (len(maps), len(metrics.STREAMED))
+        assert np.array_equal(bits(batched), bits(alone)), (n, dtype)
+        with torch_threads(1):
+            assert np.array_equal(bits(metrics.streamed_metrics(maps, lay)), bits(batched)), (n, dtype)
+        for a, row in zip(maps16, batched):
+            expected = reference_metrics(a, shot, segment, cosine)
+            for name, value in zip(metrics.STREAMED, row):
+                # power iteration stops at a relative change of 1e-6: slow on near-equal σ₁, σ₂
+                tolerance = 1e-3 if name == "stable_rank" else 2e-6
+                expect = pytest.approx(expected[name], rel=tolerance, abs=tolerance, nan_ok=True)
+                assert value == expect, (n, name)
+        total += batched.size
     assert total == len(cases) * 5 * len(metrics.STREAMED)
 
 
@@ -310,6 +358,75 @@ def test_streamed_metrics_in_batches_of_batch_bytes(monkeypatch):
     whole = metrics.streamed_metrics(maps, lay)
     monkeypatch.setattr(metrics, "BATCH_BYTES", 2 * 4 * n * n)  # two maps a batch
     assert np.array_equal(bits(metrics.streamed_metrics(maps, lay)), bits(whole))
+
+
+def constructed_maps() -> list[tuple[np.ndarray, metrics.MapLayout]]:
+    """The maps built above with their layouts, as float16 (as the capture stores maps)."""
+    rng = np.random.default_rng(8)
+    shot = [0, 1, 1, 2, 2]
+    blocks = np.zeros((5, 5))
+    for s in set(shot):
+        idx = np.flatnonzero(np.array(shot) == s)
+        blocks[np.ix_(idx, idx)] = np.tril(np.ones((len(idx), len(idx))))
+    blocks /= blocks.sum(axis=1, keepdims=True)
+    segment = np.array(["template", "instruction", "shot_word", "shot_clue", "template", "shot_word"] * 4)
+    cosine30, cosine24 = (rng.uniform(-1, 1, (n, n)).astype(np.float16) for n in (30, 24))
+    follows = random_causal(rng, 24).astype(np.float64)
+    rows, cols = np.tril_indices(24, -1)
+    follows[rows, cols] = 0.01 + 0.004 * cosine24[rows, cols]
+    cases = [
+        (uniform_causal(4), layout(4, segment=["template", "target", "generated", "generated"])),
+        (np.eye(5), layout(5, cosine=uniform_causal(5).astype(np.float16))),
+        (block_uniform(3, 4), layout(12, rng.integers(0, 4, 12))),
+        (np.full((6, 6), 1 / 6), layout(6)),
+        (np.array([[1, 0, 0], [0.5, 0.5, 0], [1, 0, 0]]), layout(3)),
+        (random_causal(rng, 40), layout(40, rng.integers(0, 5, 40))),
+        (uniform_causal(5), layout(5, shot)),
+        (blocks, layout(5, shot)),
+        (random_causal(rng, 30), layout(30, cosine=cosine30)),
+        (random_causal(rng, 24), layout(24, segment=segment, cosine=cosine24)),
+        (follows, layout(24, segment=segment, cosine=cosine24)),
+        (uniform_causal(12), layout(12)),
+    ]
+    return [(np.asarray(a).astype(np.float16), lay) for a, lay in cases]
+
+
+def test_streamed_metrics_match_the_numpy_route_on_the_constructed_maps():
+    """Every metric of the maps above within its tolerance (tests/helpers.py) of the numpy route's."""
+    differences = []
+    for a, lay in constructed_maps():
+        got = metrics.streamed_metrics(torch.from_numpy(a[None]), lay)
+        expected = np_streamed_metrics(a[None], lay.token_shot, lay.token_segment, lay.cosine)
+        differences.append(reference_differences(got, expected))
+    print({name: max(d[name] for d in differences) for name in metrics.STREAMED})
+
+
+def test_streamed_metrics_match_the_numpy_route_on_random_maps():
+    """Random causal float16 maps of n = 2 … 300 (ties, zeros, a row of zeros, the uniform map and
+    the identity; shots, clue and word pairs or none): every metric within its tolerance of the
+    numpy route's, in the capture's batches (five maps at once)."""
+    cases = metric_cases(np.random.default_rng(9), (*range(2, 33), 47, 64, 100, 150, 181, 256, 300))
+    differences = []
+    for _, shot, segment, cosine, maps in cases:
+        got = metrics.streamed_metrics(torch.from_numpy(maps), metrics.MapLayout(shot, segment, cosine))
+        differences.append(reference_differences(got, np_streamed_metrics(maps, shot, segment, cosine)))
+    largest = {name: max(d[name] for d in differences) for name in metrics.STREAMED}
+    print(largest)
+    assert largest["self_mass"] == largest["clue_target_mass"] == (0.0, 0.0)
+    assert set(REFERENCE_TOLERANCES) == set(metrics.STREAMED)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_streamed_metrics_on_cuda_match_the_cpu():
+    """The same code on the GPU (maps, layout tensors and every step on the device): the CPU's
+    values within the tolerances of the numpy reference (both are sums in other orders)."""
+    cases = metric_cases(np.random.default_rng(10), (2, 7, 40, 130, 300))
+    for _, shot, segment, cosine, maps in cases:
+        lay = metrics.MapLayout(shot, segment, cosine)
+        cpu = metrics.streamed_metrics(torch.from_numpy(maps), lay)
+        cuda = metrics.streamed_metrics(torch.from_numpy(maps).cuda(), lay)
+        assert lay.on("cuda").log_rows.is_cuda and cuda.dtype == np.float64
+        reference_differences(cuda, cpu)
 
 
 def test_summary_per_layer_across_prompts():

@@ -244,35 +244,40 @@ class PromptGroup:
         goes on (a writer thread beside the forward pass's threads was measured no faster on
         CPU: docs/attention.md).
 
-        ``weights`` [head, query, key] is the model's tensor. Its float16 copy (the heads of the
-        layer's maps [map, query, key], whose last map is the head mean) is summed over heads in
-        float32, head by head (numpy's order for a mean over an outer axis: the head mean is the
-        mean of the stored values, and no float32 copy of the layer is made), and, for the
-        prompts that keep heads, transposed to heads-last chunk by chunk; the casts, sums and
-        copies run in torch. The metrics follow: the streamed ones of the layer's maps (one batch),
-        the singular values of the stored heads (with ``head_spectra`` only: nothing downstream
+        ``weights`` [head, query, key] is the model's tensor. Its float16 copy on the model's
+        device (the heads of the layer's maps [map, query, key], whose last map is the head mean)
+        is summed over heads in float32, head by head (numpy's order for a mean over an outer
+        axis: the head mean is the mean of the stored values, and no float32 copy of the layer is
+        made), and, for the prompts that keep heads, copied to the CPU and transposed to
+        heads-last chunk by chunk; the casts, sums and copies run in torch. The metrics follow:
+        the streamed ones of the layer's maps (one batch, in torch on the maps' device), the
+        singular values of the stored heads (with ``head_spectra`` only: nothing downstream
         reads them), and the singular values and choices of the head means once ``choice_step``
-        layers (or the last) are pending.
+        layers (or the last) are pending. On a CPU model every tensor is the CPU's already (no
+        copy); on a GPU only the stored maps cross to the CPU.
         """
-        maps = torch.empty((self.num_heads + 1, *weights.shape[1:]), dtype=torch.float16)
+        shape = (self.num_heads + 1, *weights.shape[1:])
+        maps = torch.empty(shape, dtype=torch.float16, device=weights.device)
         a = maps[: self.num_heads].copy_(weights)
-        if self.attn is not None:
-            self._write_heads(self.attn, layer, a)
+        heads = a.cpu() if self.attn is not None else None
+        if heads is not None:
+            self._write_heads(self.attn, layer, heads)
         if self.value_norms is not None:
             self._add_value_layer(layer, a, self.value_norms(layer))
         total = a[0].float()  # not a.sum(dtype=float32): that casts the whole layer first
         for head_map in a[1:]:
             total += head_map
         mean = (total / self.num_heads).to(torch.float16)
-        self.head_mean.write((layer, 0, 0), mean.numpy()[None])
-        self.word_sum[layer], self.word_mean[layer] = word_maps(mean, self.membership)
-        self.thesis_word_sum[layer] = word_maps(mean, self.thesis_membership)[0]
+        stored_mean = mean.cpu()
+        self.head_mean.write((layer, 0, 0), stored_mean.numpy()[None])
+        self.word_sum[layer], self.word_mean[layer] = word_maps(stored_mean, self.membership)
+        self.thesis_word_sum[layer] = word_maps(stored_mean, self.thesis_membership)[0]
         if self.with_metrics:
             maps[self.num_heads] = mean  # a copy: the pending head means keep no layer alive
-            self.metrics[layer] = metrics.streamed_metrics(maps.numpy(), self.layout)
-            if self.attn is not None and self.head_spectra:
-                self.singular[layer, : self.num_heads] = singular_values(a, self.workers)
-            self.pending.append((layer, mean.numpy()))
+            self.metrics[layer] = metrics.streamed_metrics(maps, self.layout)
+            if heads is not None and self.head_spectra:
+                self.singular[layer, : self.num_heads] = singular_values(heads, self.workers)
+            self.pending.append((layer, stored_mean.numpy()))
             if len(self.pending) == self.choice_step or layer == self.num_layers - 1:
                 self._measure_head_means()
 
@@ -286,24 +291,27 @@ class PromptGroup:
 
     def _add_value_layer(self, layer: int, a: torch.Tensor, norms: torch.Tensor) -> None:
         """The value-weighted maps of one layer from its stored float16 maps ``a`` and the norms
-        [head, key] its values write (:func:`value_weighted`): per head as row shares (stored
-        for the prompts that keep heads, measured for all), the head mean as the row shares of
-        their sum over heads, with its word map and (pending) choices."""
-        total = torch.zeros(a.shape[1:], dtype=torch.float32)
-        shares = torch.empty((self.num_heads + 1, *a.shape[1:]), dtype=torch.float16)  # heads, head mean
+        [head, key] its values write (:func:`value_weighted`), on the maps' device: per head as
+        row shares (stored for the prompts that keep heads, measured for all), the head mean as
+        the row shares of their sum over heads, with its word map and (pending) choices."""
+        norms = norms.to(a.device)
+        total = torch.zeros(a.shape[1:], dtype=torch.float32, device=a.device)
+        shape = (self.num_heads + 1, *a.shape[1:])
+        shares = torch.empty(shape, dtype=torch.float16, device=a.device)  # heads, head mean
         for head, head_map in enumerate(a):
             weighted = value_weighted(head_map, norms[head])
             total += weighted
             shares[head] = row_shares(weighted)
         if self.value_attn is not None:
-            self._write_heads(self.value_attn, layer, shares[: self.num_heads])
+            self._write_heads(self.value_attn, layer, shares[: self.num_heads].cpu())
         mean = row_shares(total).to(torch.float16)
-        self.value_head_mean.write((layer, 0, 0), mean.numpy()[None])
-        self.value_word_sum[layer] = word_maps(mean, self.membership)[0]
+        stored_mean = mean.cpu()
+        self.value_head_mean.write((layer, 0, 0), stored_mean.numpy()[None])
+        self.value_word_sum[layer] = word_maps(stored_mean, self.membership)[0]
         if self.with_metrics:
             shares[self.num_heads] = mean
-            self.value_metrics[layer] = metrics.streamed_metrics(shares.numpy(), self.layout)
-            self.value_pending.append(mean.numpy())
+            self.value_metrics[layer] = metrics.streamed_metrics(shares, self.layout)
+            self.value_pending.append(stored_mean.numpy())
 
     def _measure_head_means(self) -> None:
         """The singular values and choices of the pending head means, batched over their layers
