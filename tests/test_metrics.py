@@ -17,6 +17,7 @@ from scipy.stats import pearsonr, rankdata, spearmanr
 from attnscope import metrics, promptgroup, stats, theory
 from tests.helpers import (
     REFERENCE_TOLERANCES,
+    np_layout,
     np_streamed_metrics,
     random_causal,
     reference_differences,
@@ -396,7 +397,7 @@ def test_streamed_metrics_match_the_numpy_route_on_the_constructed_maps():
     differences = []
     for a, lay in constructed_maps():
         got = metrics.streamed_metrics(torch.from_numpy(a[None]), lay)
-        expected = np_streamed_metrics(a[None], lay.token_shot, lay.token_segment, lay.cosine)
+        expected = np_streamed_metrics(a[None], np_layout(lay.token_shot, lay.token_segment, lay.cosine))
         differences.append(reference_differences(got, expected))
     print({name: max(d[name] for d in differences) for name in metrics.STREAMED})
 
@@ -409,7 +410,8 @@ def test_streamed_metrics_match_the_numpy_route_on_random_maps():
     differences = []
     for _, shot, segment, cosine, maps in cases:
         got = metrics.streamed_metrics(torch.from_numpy(maps), metrics.MapLayout(shot, segment, cosine))
-        differences.append(reference_differences(got, np_streamed_metrics(maps, shot, segment, cosine)))
+        expected = np_streamed_metrics(maps, np_layout(shot, segment, cosine))
+        differences.append(reference_differences(got, expected))
     largest = {name: max(d[name] for d in differences) for name in metrics.STREAMED}
     print(largest)
     assert largest["self_mass"] == largest["clue_target_mass"] == (0.0, 0.0)
