@@ -324,10 +324,11 @@ def metric_cases(rng: np.random.Generator, sizes=(1, 2, 7, 40, 130)) -> list[tup
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
 def test_batched_metrics_are_each_maps_own(dtype):
     """A batch of maps [map, query, key] gets, map by map, bit for bit what each map gets in a
-    batch of its own, on one torch thread or two (so the capture's stores are those of one map at
-    a time, and the store pass recomputes them exactly), and the values of the metrics'
-    definitions: maps with ties, zeros (whole rows of them, as a value-weighted map's), a
-    one-token map, prompts without shots ≥ 2, without a clue, without word pairs."""
+    batch of its own, whether the caller runs torch on one thread or two (so the capture's
+    stores are those of one map at a time, and the store pass recomputes them exactly), and
+    the values of the metrics' definitions: maps with ties, zeros (whole rows of them, as a
+    value-weighted map's), a one-token map, prompts without shots ≥ 2, without a clue,
+    without word pairs."""
     cases = metric_cases(np.random.default_rng(6))
     total = 0
     for n, shot, segment, cosine, maps16 in cases:
