@@ -586,7 +586,7 @@ def one_cpu_thread(device: torch.device) -> Iterator[None]:
     The metrics' operations are many and short (a few hundred a layer, each over at most
     :data:`BATCH_BYTES`); torch's threads meet in a barrier at each, and while another process
     holds a core they wait on it: on 2 shared cores, two threads made the metrics 4–15× slower
-    than one, and only 1.2–1.3× faster when the cores were free (docs/attention.md)."""
+    than one, and only 1.1× faster when the cores were free (docs/attention.md)."""
     if device.type != "cpu" or torch.get_num_threads() == 1:
         yield
         return
