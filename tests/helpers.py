@@ -16,6 +16,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import google_crc32c
 import numpy as np
@@ -485,21 +486,37 @@ def np_cosine_correlations(maps: np.ndarray, pairs: tuple) -> tuple[np.ndarray, 
     return np_correlation(np_as_float32(values), unit), np_correlation(np_average_ranks(values), rank_unit)
 
 
-def np_streamed_metrics(maps: np.ndarray, token_shot, token_segment, cosine: np.ndarray) -> np.ndarray:
+class NpLayout(NamedTuple):
+    """A prompt's layout as the numpy route prepared it once for all of the prompt's maps."""
+
+    token_shot: np.ndarray
+    all_pairs: tuple
+    word_pairs: tuple
+    clue: np.ndarray
+    target: np.ndarray
+
+
+def np_layout(token_shot, token_segment, cosine: np.ndarray) -> NpLayout:
+    segment = np.asarray(token_segment)
+    return NpLayout(
+        np.asarray(token_shot),
+        np_cosine_pairs(cosine, np.ones(len(segment), dtype=bool)),
+        np_cosine_pairs(cosine, np.isin(segment, store.WORD_SEGMENTS)),
+        np.flatnonzero(segment == store.GENERATED),
+        np.flatnonzero(segment == store.TARGET),
+    )
+
+
+def np_streamed_metrics(maps: np.ndarray, layout: NpLayout) -> np.ndarray:
     """metrics.STREAMED of maps [map, query, key] as [map, metric], as numpy computed them
     (batches of metrics.BATCH_BYTES of float32; BLAS on the caller's threads: one, as in the
-    capture, for the old route's bit-for-bit batch invariance)."""
+    capture, for the old route's bit-for-bit batch invariance); ``layout``: :func:`np_layout`."""
     maps = np.asarray(maps)
     step = max(1, metrics.BATCH_BYTES // (4 * maps.shape[-1] ** 2))
     if len(maps) > step:
         return np.concatenate(
-            [np_streamed_metrics(maps[i : i + step], token_shot, token_segment, cosine)
-             for i in range(0, len(maps), step)]
-        )  # fmt: skip
-    segment = np.asarray(token_segment)
-    all_pairs = np_cosine_pairs(cosine, np.ones(len(segment), dtype=bool))
-    word_pairs = np_cosine_pairs(cosine, np.isin(segment, store.WORD_SEGMENTS))
-    clue, target = np.flatnonzero(segment == store.GENERATED), np.flatnonzero(segment == store.TARGET)
+            [np_streamed_metrics(maps[i : i + step], layout) for i in range(0, len(maps), step)]
+        )
     a32 = np_as_float32(maps)
     return np.stack(
         [
@@ -507,10 +524,10 @@ def np_streamed_metrics(maps: np.ndarray, token_shot, token_segment, cosine: np.
             _np_row_mean(np.diagonal(a32, axis1=1, axis2=2)[:, 1:]),
             _np_row_mean(np.diagonal(a32, -1, axis1=1, axis2=2)),
             _np_row_mean(a32[:, 1:, 0]),
-            *np_shot_masses(a32, token_shot),
-            np_block_mass(a32, clue, target),
-            *np_cosine_correlations(maps, all_pairs),
-            *np_cosine_correlations(maps, word_pairs),
+            *np_shot_masses(a32, layout.token_shot),
+            np_block_mass(a32, layout.clue, layout.target),
+            *np_cosine_correlations(maps, layout.all_pairs),
+            *np_cosine_correlations(maps, layout.word_pairs),
             np_stable_rank(a32),
         ],
         axis=1,

@@ -34,6 +34,7 @@ from tests.helpers import (
     extract,
     float16_steps,
     forward_contributions,
+    np_layout,
     np_streamed_metrics,
     prompt_table,
     query_shares,
@@ -518,14 +519,14 @@ def test_stored_metrics_are_the_numpy_routes_within_tolerance(llama_store):
     path, _ = llama_store
     compared = 0
     for group in store.prompt_groups(store.open_store(path)):
-        shot, segment, cosine = group.attrs["token_shot"], group.attrs["token_segment"], group["cosine"][...]
+        layout = np_layout(group.attrs["token_shot"], group.attrs["token_segment"], group["cosine"][...])
         for prefix in ("", "value_"):
             head_mean = group[f"{prefix}head_mean"][...][:, None]
             heads = group[f"{prefix}attn"][...] if f"{prefix}attn" in group else None
             maps = head_mean if heads is None else np.concatenate([heads, head_mean], axis=1)
             stored = group[f"{prefix}metrics"][...][:, -maps.shape[1] :]
             for layer_maps, layer_metrics in zip(maps, stored, strict=True):
-                expected = np_streamed_metrics(layer_maps, shot, segment, cosine)
+                expected = np_streamed_metrics(layer_maps, layout)
                 reference_differences(layer_metrics, expected)
                 compared += len(layer_maps)
     assert compared == 2 * 2 * (7 + 1)  # two layers, weights and values: Ant's 6 heads and mean, Bee's mean

@@ -17,6 +17,7 @@ from scipy.stats import pearsonr, rankdata, spearmanr
 from attnscope import metrics, promptgroup, stats, theory
 from tests.helpers import (
     REFERENCE_TOLERANCES,
+    np_layout,
     np_streamed_metrics,
     random_causal,
     reference_differences,
@@ -323,10 +324,11 @@ def metric_cases(rng: np.random.Generator, sizes=(1, 2, 7, 40, 130)) -> list[tup
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
 def test_batched_metrics_are_each_maps_own(dtype):
     """A batch of maps [map, query, key] gets, map by map, bit for bit what each map gets in a
-    batch of its own, on one torch thread or two (so the capture's stores are those of one map at
-    a time, and the store pass recomputes them exactly), and the values of the metrics'
-    definitions: maps with ties, zeros (whole rows of them, as a value-weighted map's), a
-    one-token map, prompts without shots ≥ 2, without a clue, without word pairs."""
+    batch of its own, whether the caller runs torch on one thread or two (so the capture's
+    stores are those of one map at a time, and the store pass recomputes them exactly), and
+    the values of the metrics' definitions: maps with ties, zeros (whole rows of them, as a
+    value-weighted map's), a one-token map, prompts without shots ≥ 2, without a clue,
+    without word pairs."""
     cases = metric_cases(np.random.default_rng(6))
     total = 0
     for n, shot, segment, cosine, maps16 in cases:
@@ -396,7 +398,7 @@ def test_streamed_metrics_match_the_numpy_route_on_the_constructed_maps():
     differences = []
     for a, lay in constructed_maps():
         got = metrics.streamed_metrics(torch.from_numpy(a[None]), lay)
-        expected = np_streamed_metrics(a[None], lay.token_shot, lay.token_segment, lay.cosine)
+        expected = np_streamed_metrics(a[None], np_layout(lay.token_shot, lay.token_segment, lay.cosine))
         differences.append(reference_differences(got, expected))
     print({name: max(d[name] for d in differences) for name in metrics.STREAMED})
 
@@ -409,7 +411,8 @@ def test_streamed_metrics_match_the_numpy_route_on_random_maps():
     differences = []
     for _, shot, segment, cosine, maps in cases:
         got = metrics.streamed_metrics(torch.from_numpy(maps), metrics.MapLayout(shot, segment, cosine))
-        differences.append(reference_differences(got, np_streamed_metrics(maps, shot, segment, cosine)))
+        expected = np_streamed_metrics(maps, np_layout(shot, segment, cosine))
+        differences.append(reference_differences(got, expected))
     largest = {name: max(d[name] for d in differences) for name in metrics.STREAMED}
     print(largest)
     assert largest["self_mass"] == largest["clue_target_mass"] == (0.0, 0.0)

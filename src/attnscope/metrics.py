@@ -32,30 +32,32 @@ labels. Row averages run over rows i ≥ 1: row 0's only causal key is itself.
 For the identity the stable and effective ranks are n and the ε-rank is ⌈n(1 − ε²)⌉ (every
 singular value is 1); for b uniform diagonal blocks all three are b.
 
-The capture computes the other metrics for every map while it streams, so they must be
-cheap: :func:`streamed_metrics` takes a layer's maps [map, query, key] (its heads and head mean,
+The capture computes the other metrics for every map while it streams, so they must be cheap:
+:func:`streamed_metrics` takes a layer's maps [map, query, key] (its heads and head mean,
 float16, on the model's device, CPU or GPU) and computes them in torch on that device, one
 batched call per step for all maps, and hands back [map, metric] in float64. Float16 values are
 read as float32 (exact). The masses are float64 sums of float16 values, which are exact (so in
-any order). The entropy's terms a·log a are float32, each row's sum float64; the correlations are
-float64; ranks of float16 values are exact average ranks from a histogram of their bit patterns
-(``torch.bincount``, ``scatter_add_``; the correlations over ≥ :data:`HISTOGRAM_PAIRS` pairs run
-over the histogram's bins, with no per-pair rank); the power iteration runs in float32. Every
-map's value is bit for bit the one it gets in a batch of its own, on one thread or two (tested on
-the CPU): every inexact sum runs over the last axis of one map's rows (:func:`row_sums`; long rows
-in fixed chunks, since torch splits a lone long sum between threads), the histograms have a fixed
-number of bins, and the power iteration's matrix-vector products are BLAS's of each map on its
-own at a fixed alignment (torch's batched matmul splits a batch differently than one map, and
-MKL's product rounds by the alignment of its operands). The numpy route this replaced (lookup
-tables of the 65 536 float16 bit patterns, float32 BLAS products) is the tests' reference
-(``tests/helpers.py``); what changed, by how much: docs/attention.md. :func:`as_float32` and
-:func:`xlogx`, those lookup tables, serve :mod:`attnscope.choices`.
+any order). The entropy's terms a·log a are float32, each row's sum float64; the correlations
+are float64; ranks of float16 values are exact average ranks from a histogram of their bit
+patterns (``torch.bincount``, ``scatter_add_``; the correlations over ≥ :data:`HISTOGRAM_PAIRS`
+pairs run over the histogram's bins, with no per-pair rank); the power iteration runs in
+float32. Every map's value is bit for bit the one it gets in a batch of its own (tested on the
+CPU, where they run on one torch thread: :func:`one_cpu_thread`): every inexact sum runs over
+the last axis of one map's rows (:func:`row_sums`; long rows in fixed chunks, since torch splits
+a lone long sum between threads), the histograms have a fixed number of bins, and the power
+iteration's matrix-vector products are BLAS's of each map on its own at a fixed alignment
+(torch's batched matmul splits a batch differently than one map, and MKL's product rounds by the
+alignment of its operands). The numpy route this replaced (lookup tables of the 65 536 float16
+bit patterns, float32 BLAS products) is the tests' reference (``tests/helpers.py``); what
+changed, by how much: docs/attention.md. :func:`as_float32` and :func:`xlogx`, those lookup
+tables, serve :mod:`attnscope.choices`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -372,9 +374,10 @@ def stable_rank(maps: torch.Tensor | np.ndarray) -> torch.Tensor:
         u, v, w = (_aligned_empty(len(running), n, torch.float32, a.device) for _ in range(3))
         v.fill_(1 / np.sqrt(n))
         largest = [0.0] * len(running)
+        slots = [(m, m.T, v[k], u[k], w[k]) for k, m in enumerate(maps_running)]  # views, made once
         for step in range(POWER_ITERATIONS):
-            for k, m in enumerate(maps_running):  # w = aᵀ(a v)
-                torch.mv(m.T, torch.mv(m, v[k], out=u[k]), out=w[k])
+            for m, transposed, v_k, u_k, w_k in slots:  # w = aᵀ(a v)
+                torch.mv(transposed, torch.mv(m, v_k, out=u_k), out=w_k)
             estimate = row_sums(v * w).tolist()  # float32 dots, compared and divided in float64
             torch.div(w, torch.sqrt(row_sums(w * w))[:, None], out=v)
             last = step == POWER_ITERATIONS - 1
@@ -390,6 +393,7 @@ def stable_rank(maps: torch.Tensor | np.ndarray) -> torch.Tensor:
                 running, largest = [running[k] for k in keep], [largest[k] for k in keep]
                 maps_running = [maps_running[k] for k in keep]
                 v, u, w = _aligned_rows(v[keep]), u[: len(keep)], w[: len(keep)]
+                slots = [(m, m.T, v[k], u[k], w[k]) for k, m in enumerate(maps_running)]
     return torch.tensor(out, dtype=torch.float64, device=a.device)
 
 
@@ -567,13 +571,35 @@ def streamed_metrics(maps: torch.Tensor | np.ndarray, layout: MapLayout) -> np.n
     float16 tensor on the model's device; numpy arrays are read as CPU tensors), as [map, metric]
     float64 numpy: computed in torch on the maps' device, one batched call per step for all maps
     (batches of :data:`BATCH_BYTES`), each map's values those it gets on its own, bit for bit
-    (tested on the CPU)."""
+    (tested on the CPU). On the CPU on one torch thread (:func:`one_cpu_thread`)."""
     maps = _tensor(maps).contiguous()
     step = max(1, BATCH_BYTES // (4 * maps.shape[-1] ** 2))
-    if len(maps) > step:
+    with one_cpu_thread(maps.device):
         return np.concatenate(
-            [streamed_metrics(maps[i : i + step], layout) for i in range(0, len(maps), step)]
+            [_streamed_batch(maps[i : i + step], layout) for i in range(0, len(maps), step)]
         )
+
+
+@contextmanager
+def one_cpu_thread(device: torch.device) -> Iterator[None]:
+    """On the CPU, run the block on one torch thread, then restore the count (elsewhere: as it is).
+    The metrics' operations are many and short (a few hundred a layer, each over at most
+    :data:`BATCH_BYTES`); torch's threads meet in a barrier at each, and while another process
+    holds a core they wait on it: on 2 shared cores, two threads made the metrics 4–15× slower
+    than one, and only 1.1× faster when the cores were free (docs/attention.md)."""
+    if device.type != "cpu" or torch.get_num_threads() == 1:
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _streamed_batch(maps: torch.Tensor, layout: MapLayout) -> np.ndarray:
+    """:func:`streamed_metrics` of one batch of maps."""
     on = layout.on(maps.device)
     a32 = _aligned_maps(maps)  # float32, each map aligned for the power iteration's BLAS products
     values = torch.stack(
