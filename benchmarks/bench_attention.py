@@ -62,7 +62,7 @@ from threadpoolctl import threadpool_limits
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import OUT, best_of, embedded_model_dir, write  # noqa: E402
 
-from attnscope import attention, choices, data, metrics, models, promptgroup, prompts, zarrwrite  # noqa: E402
+from attnscope import attention, choices, data, models, promptgroup, prompts, streamed, zarrwrite  # noqa: E402
 from attnscope.store import open_store, prompt_groups  # noqa: E402
 
 TARGET = "Ant"
@@ -203,7 +203,7 @@ PHASES = {
     "layer hooks (all below)": (promptgroup.PromptGroup, "add_layer"),
     "  shard writes (attn, head_mean)": (zarrwrite.ShardWriter, "write"),
     "  word maps": (promptgroup, "word_maps"),
-    "  streamed metrics": (metrics, "streamed_metrics"),
+    "  streamed metrics": (streamed, "streamed_metrics"),
     "  singular values": (promptgroup, "singular_values"),
     "  analysis choices": (choices, "stored_choices"),
     "  value-weighted maps (their products and shares)": (promptgroup.PromptGroup, "_add_value_layer"),

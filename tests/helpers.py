@@ -29,7 +29,7 @@ from scipy.stats import rankdata
 from threadpoolctl import threadpool_limits
 from zarr.codecs import BloscCodec
 
-from attnscope import architecture, attention, choices, chunks, metrics, promptgroup, prompts, store
+from attnscope import architecture, attention, choices, chunks, metrics, promptgroup, prompts, store, streamed
 from attnscope.explorer import StoreReader, make_server
 from tests.conftest import REPO, snakemake_command, workflow_config
 
@@ -447,13 +447,13 @@ def np_stable_rank(maps: np.ndarray) -> np.ndarray:
     n = a.shape[-1]
     v = np.full((len(running), n, 1), 1 / np.sqrt(n), dtype=np.float32)
     largest = np.zeros(len(running))
-    for step in range(metrics.POWER_ITERATIONS):
+    for step in range(streamed.POWER_ITERATIONS):
         w = np.swapaxes(running_maps, 1, 2) @ (running_maps @ v)
         estimate = _np_row_dots(v[:, :, 0], w[:, :, 0]).astype(np.float64)
         v = w / np.sqrt(_np_row_dots(w[:, :, 0], w[:, :, 0]))[:, None, None]
-        done = np.abs(estimate - largest) <= metrics.POWER_TOLERANCE * estimate
+        done = np.abs(estimate - largest) <= streamed.POWER_TOLERANCE * estimate
         largest = estimate
-        if step == metrics.POWER_ITERATIONS - 1:
+        if step == streamed.POWER_ITERATIONS - 1:
             done[:] = True
         if done.any():
             out[running[done]] = frobenius[running[done]] / largest[done]
@@ -509,10 +509,10 @@ def np_layout(token_shot, token_segment, cosine: np.ndarray) -> NpLayout:
 
 def np_streamed_metrics(maps: np.ndarray, layout: NpLayout) -> np.ndarray:
     """metrics.STREAMED of maps [map, query, key] as [map, metric], as numpy computed them
-    (batches of metrics.BATCH_BYTES of float32; BLAS on the caller's threads: one, as in the
+    (batches of streamed.BATCH_BYTES of float32; BLAS on the caller's threads: one, as in the
     capture, for the old route's bit-for-bit batch invariance); ``layout``: :func:`np_layout`."""
     maps = np.asarray(maps)
-    step = max(1, metrics.BATCH_BYTES // (4 * maps.shape[-1] ** 2))
+    step = max(1, streamed.BATCH_BYTES // (4 * maps.shape[-1] ** 2))
     if len(maps) > step:
         return np.concatenate(
             [np_streamed_metrics(maps[i : i + step], layout) for i in range(0, len(maps), step)]
@@ -549,7 +549,7 @@ REFERENCE_TOLERANCES = {
     "cosine_spearman_words": (0.0, 1e-12),
     "stable_rank": (1e-4, 0.0),  # float32 power iterations round differently and may stop a step apart
 }
-"""Per streamed metric, how far :func:`metrics.streamed_metrics` may lie from
+"""Per streamed metric, how far :func:`streamed.streamed_metrics` may lie from
 :func:`np_streamed_metrics` (same NaNs): (relative, absolute)."""
 
 
@@ -991,7 +991,7 @@ def derived_arrays(group: zarr.Group) -> dict[str, tuple[tuple, np.ndarray]]:
 
 def _derived_arrays(group: zarr.Group) -> dict[str, tuple[tuple, np.ndarray]]:
     attrs, num_heads = group.attrs, group["metrics"].shape[1] - 1
-    layout = metrics.MapLayout(
+    layout = streamed.MapLayout(
         np.array(attrs["token_shot"]), np.array(attrs["token_segment"]), group["cosine"][...]
     )
     n = attrs["n_tokens"]
@@ -1009,7 +1009,7 @@ def _derived_arrays(group: zarr.Group) -> dict[str, tuple[tuple, np.ndarray]]:
         kept = every if heads is not None else mean_only
         derived[f"{prefix}metrics"] = (
             kept,
-            np.array([metrics.streamed_metrics(torch.from_numpy(layer), layout) for layer in maps]),
+            np.array([streamed.streamed_metrics(torch.from_numpy(layer), layout) for layer in maps]),
         )
         derived[f"{prefix}choices"] = (
             every,

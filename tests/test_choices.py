@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnscope import choices, io, metrics
+from attnscope import choices, io, metrics, streamed
 from tests.helpers import k3_labels, random_causal, shot_labels, shot_maps, uniform_causal
 
 
@@ -123,11 +123,11 @@ def test_full_rows_are_the_streamed_metrics():
     segment, shot = k3_labels()
     a = random_causal(np.random.default_rng(1), len(segment))
     got = measured(a[None], segment, shot, "full")
-    lay = metrics.MapLayout(shot, segment, np.eye(len(a), dtype=np.float16))
-    streamed = dict(zip(metrics.STREAMED, metrics.streamed_metrics(a[None], lay)[0]))
-    assert got["row_entropy"] == pytest.approx(streamed["row_entropy"], abs=1e-9)
+    lay = streamed.MapLayout(shot, segment, np.eye(len(a), dtype=np.float16))
+    expected = dict(zip(metrics.STREAMED, streamed.streamed_metrics(a[None], lay)[0]))
+    assert got["row_entropy"] == pytest.approx(expected["row_entropy"], abs=1e-9)
     for name in ("self_mass", "previous_mass", "sink_mass", "within_shot_mass", "across_shot_mass"):
-        assert got[name] == pytest.approx(streamed[name], abs=1e-7), name
+        assert got[name] == pytest.approx(expected[name], abs=1e-7), name
     assert got["n_queries"] == len(segment) - 1
 
 

@@ -60,6 +60,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "attnscope.rollout",
         "attnscope.spectra",
         "attnscope.spectrastore",
+        "attnscope.streamed",
     ),
     # the claims, bottom up: evidence views and records, one module per measurement, the registry, the outputs
     ("attnscope.claims.views",),

@@ -14,7 +14,7 @@ import torch
 from scipy.special import entr
 from scipy.stats import pearsonr, rankdata, spearmanr
 
-from attnscope import metrics, promptgroup, stats, theory
+from attnscope import metrics, promptgroup, stats, store, streamed, theory
 from tests.helpers import (
     REFERENCE_TOLERANCES,
     np_layout,
@@ -41,39 +41,39 @@ def one(metric, a: np.ndarray, *args):
     return tuple(float(v[0]) for v in values) if isinstance(values, tuple) else float(values[0])
 
 
-def layout(n: int, shot=None, segment=None, cosine=None) -> metrics.MapLayout:
+def layout(n: int, shot=None, segment=None, cosine=None) -> streamed.MapLayout:
     shot = np.zeros(n, int) if shot is None else np.asarray(shot)
     segment = np.array(["template"] * n) if segment is None else np.asarray(segment)
     cosine = np.eye(n, dtype=np.float16) if cosine is None else cosine
-    return metrics.MapLayout(shot, segment, cosine)
+    return streamed.MapLayout(shot, segment, cosine)
 
 
 def test_uniform_causal_map():
     a = uniform_causal(4)
-    assert one(metrics.row_entropy, a) == pytest.approx(1.0)
+    assert one(streamed.row_entropy, a) == pytest.approx(1.0)
     # rows 1..3 put 1/2, 1/3, 1/4 on the diagonal, the previous and the first token
-    for mass in (metrics.self_mass, metrics.previous_mass, metrics.sink_mass):
+    for mass in (streamed.self_mass, streamed.previous_mass, streamed.sink_mass):
         assert one(mass, a) == pytest.approx((1 / 2 + 1 / 3 + 1 / 4) / 3)
 
 
 def test_identity_map():
     a = np.eye(5)
-    assert one(metrics.row_entropy, a) == 0
-    masses = (metrics.self_mass, metrics.previous_mass, metrics.sink_mass)
+    assert one(streamed.row_entropy, a) == 0
+    masses = (streamed.self_mass, streamed.previous_mass, streamed.sink_mass)
     assert [one(mass, a) for mass in masses] == [1, 0, 0]
-    assert one(metrics.stable_rank, a) == pytest.approx(5)
+    assert one(streamed.stable_rank, a) == pytest.approx(5)
     sigma = singular_values(a)
     assert metrics.effective_rank(sigma) == pytest.approx(5)
     assert metrics.epsilon_rank(sigma, 0.1) == 5  # ‖I − I_r‖²_F = 5 − r ≤ 0.05 only for r = 5
     assert metrics.epsilon_rank(sigma, 0.5) == 4  # 5 − r ≤ 1.25
     # The strict triangle is all zero: no correlation is defined.
     pairs = layout(5, cosine=uniform_causal(5)).cosine_pairs
-    assert np.isnan(one(metrics.cosine_correlations, a.astype(np.float16), pairs)).all()
+    assert np.isnan(one(streamed.cosine_correlations, a.astype(np.float16), pairs)).all()
 
 
 def test_block_diagonal_ranks():
     a = block_uniform(3, 4)
-    assert one(metrics.stable_rank, a) == pytest.approx(3)
+    assert one(streamed.stable_rank, a) == pytest.approx(3)
     sigma = singular_values(a)
     assert np.allclose(sigma[:3], 1) and np.allclose(sigma[3:], 0, atol=1e-7)
     assert metrics.effective_rank(sigma) == pytest.approx(3)
@@ -84,26 +84,26 @@ def test_block_diagonal_ranks():
 
 def test_rank_one_map():
     a = np.full((6, 6), 1 / 6)
-    assert one(metrics.stable_rank, a) == pytest.approx(1)
+    assert one(streamed.stable_rank, a) == pytest.approx(1)
     assert metrics.effective_rank(singular_values(a)) == pytest.approx(1)
 
 
 def test_row_entropy_by_hand_and_float16_path():
     a = np.array([[1, 0, 0], [0.5, 0.5, 0], [1, 0, 0]])
-    assert one(metrics.row_entropy, a) == pytest.approx((1 + 0) / 2)  # row 1: log 2 / log 2; row 2: 0
+    assert one(streamed.row_entropy, a) == pytest.approx((1 + 0) / 2)  # row 1: log 2 / log 2; row 2: 0
     m = random_causal(np.random.default_rng(0), 40)
     rows = m.astype(np.float64)
     expected = np.mean(
         [-(r[r > 0] * np.log(r[r > 0])).sum() / np.log(i + 1) for i, r in enumerate(rows) if i]
     )
-    assert one(metrics.row_entropy, m) == pytest.approx(expected, rel=1e-6)
+    assert one(streamed.row_entropy, m) == pytest.approx(expected, rel=1e-6)
 
 
 def test_within_and_across_shot_mass():
     shot = [0, 1, 1, 2, 2]
     # Uniform causal attention: query 3 (shot 2) has keys 0..3: 1/4 own shot, 2/4 shot 1;
     # query 4 has keys 0..4: 2/5 own shot, 2/5 shot 1.
-    within, across = one(metrics.shot_masses, uniform_causal(5), shot)
+    within, across = one(streamed.shot_masses, uniform_causal(5), shot)
     assert within == pytest.approx((1 / 4 + 2 / 5) / 2)
     assert across == pytest.approx((2 / 4 + 2 / 5) / 2)
     # Block-diagonal: every token attends only inside its own shot.
@@ -112,16 +112,16 @@ def test_within_and_across_shot_mass():
         idx = np.flatnonzero(np.array(shot) == s)
         blocks[np.ix_(idx, idx)] = np.tril(np.ones((len(idx), len(idx))))
     blocks /= blocks.sum(axis=1, keepdims=True)
-    assert one(metrics.shot_masses, blocks, shot) == pytest.approx((1.0, 0.0))
-    assert np.isnan(one(metrics.shot_masses, blocks, [0, 1, 1, 1, 1])).all()  # no shot ≥ 2
+    assert one(streamed.shot_masses, blocks, shot) == pytest.approx((1.0, 0.0))
+    assert np.isnan(one(streamed.shot_masses, blocks, [0, 1, 1, 1, 1])).all()  # no shot ≥ 2
 
 
 def test_clue_to_target_mass():
     lay = layout(4, segment=["template", "target", "generated", "generated"])
     # queries 2, 3 put 1/3 and 1/4 on the target token 1
-    mass = one(metrics.block_mass, uniform_causal(4), lay.clue_queries, lay.target_keys)
+    mass = one(streamed.block_mass, uniform_causal(4), lay.clue_queries, lay.target_keys)
     assert mass == pytest.approx(7 / 24)
-    assert np.isnan(one(metrics.block_mass, uniform_causal(4), np.array([], int), lay.target_keys))
+    assert np.isnan(one(streamed.block_mass, uniform_causal(4), np.array([], int), lay.target_keys))
 
 
 def test_cosine_correlations_match_scipy_over_the_strict_triangle():
@@ -129,13 +129,13 @@ def test_cosine_correlations_match_scipy_over_the_strict_triangle():
     n = 30
     a = random_causal(rng, n)
     cosine = rng.uniform(-1, 1, (n, n)).astype(np.float16)
-    pearson, spearman = one(metrics.cosine_correlations, a, layout(n, cosine=cosine).cosine_pairs)
+    pearson, spearman = one(streamed.cosine_correlations, a, layout(n, cosine=cosine).cosine_pairs)
     rows, cols = np.tril_indices(n, -1)
     x, y = a[rows, cols].astype(np.float64), cosine[rows, cols].astype(np.float64)
     assert pearson == pytest.approx(pearsonr(x, y).statistic, abs=1e-6)
     assert spearman == pytest.approx(spearmanr(x, y).statistic, abs=1e-9)
     # A map that equals the cosine on the triangle correlates perfectly.
-    assert float(metrics.correlation(y[None], metrics._unit_centered(y))[0]) == pytest.approx(1.0)
+    assert float(streamed.correlation(y[None], streamed._unit_centered(y))[0]) == pytest.approx(1.0)
 
 
 def test_word_cosine_correlations_take_word_and_clue_pairs_with_the_values_as_given():
@@ -152,18 +152,20 @@ def test_word_cosine_correlations_take_word_and_clue_pairs_with_the_values_as_gi
     rows, cols = np.tril_indices(n, -1)
     pick = words[rows] & words[cols]
     x, y = a[rows, cols][pick].astype(np.float64), cosine[rows, cols][pick].astype(np.float64)
-    pearson, spearman = one(metrics.cosine_correlations, a, lay.word_cosine_pairs)
+    pearson, spearman = one(streamed.cosine_correlations, a, lay.word_cosine_pairs)
     assert pearson == pytest.approx(pearsonr(x, y).statistic, abs=1e-6)
     assert spearman == pytest.approx(spearmanr(x, y).statistic, abs=1e-9)
     # Built to follow the cosine between word tokens: an affine copy of it there, noise elsewhere.
     follows = a.astype(np.float64)
     follows[rows[pick], cols[pick]] = 0.01 + 0.004 * y
     follows = follows.astype(np.float16)
-    assert one(metrics.cosine_correlations, follows, lay.word_cosine_pairs)[0] == pytest.approx(1.0, abs=1e-3)
-    assert abs(one(metrics.cosine_correlations, follows, lay.cosine_pairs)[0]) < 0.5
+    assert one(streamed.cosine_correlations, follows, lay.word_cosine_pairs)[0] == pytest.approx(
+        1.0, abs=1e-3
+    )
+    assert abs(one(streamed.cosine_correlations, follows, lay.cosine_pairs)[0]) < 0.5
     # Fewer than two pairs: nothing to correlate.
     no_words = layout(n, segment=np.array(["template"] * n), cosine=cosine)
-    assert np.isnan(one(metrics.cosine_correlations, a, no_words.word_cosine_pairs)).all()
+    assert np.isnan(one(streamed.cosine_correlations, a, no_words.word_cosine_pairs)).all()
 
 
 def test_average_ranks_of_float16_match_rankdata():
@@ -171,7 +173,7 @@ def test_average_ranks_of_float16_match_rankdata():
     non-negative float16, ties and zeros), and the sort's for shorter rows and for a batch with a
     negative value, a NaN (its row all NaN, as scipy's), −0 (equal to 0) or of another dtype."""
     rng = np.random.default_rng(2)
-    length = metrics.HISTOGRAM_PAIRS + 50
+    length = streamed.HISTOGRAM_PAIRS + 50
     values = np.stack(
         [
             np.concatenate([np.zeros(50), rng.exponential(1e-3, length - 52), [1.0, 1.0]]),
@@ -184,7 +186,7 @@ def test_average_ranks_of_float16_match_rankdata():
     assert np.isnan(expected[3]).all()
 
     def ranks(v: np.ndarray) -> np.ndarray:
-        got = metrics.average_ranks(torch.from_numpy(v))
+        got = streamed.average_ranks(torch.from_numpy(v))
         assert got.dtype == torch.float64
         return got.numpy()
 
@@ -204,7 +206,7 @@ def test_ranks_agree_with_the_theory_module_and_the_svd():
     assert np.allclose(sigma, np.linalg.svd(a, compute_uv=False))
     for eps in (0.05, 0.1, 0.3):
         assert metrics.epsilon_rank(sigma, eps) == theory.epsilon_rank(a, eps)
-    assert one(metrics.stable_rank, a) == pytest.approx((sigma**2).sum() / sigma[0] ** 2, rel=1e-5)
+    assert one(streamed.stable_rank, a) == pytest.approx((sigma**2).sum() / sigma[0] ** 2, rel=1e-5)
 
 
 @pytest.mark.routes
@@ -230,22 +232,24 @@ def test_streamed_metrics_are_the_individual_metrics_in_order():
     lay = layout(n, shot, segment, rng.uniform(-1, 1, (n, n)).astype(np.float16))
     expected = torch.stack(
         [
-            metrics.row_entropy(a),
-            metrics.self_mass(a),
-            metrics.previous_mass(a),
-            metrics.sink_mass(a),
-            *metrics.shot_masses(a, shot),
-            metrics.block_mass(a, np.array([10, 11]), np.array([9])),
-            *metrics.cosine_correlations(a, lay.cosine_pairs),
-            *metrics.cosine_correlations(a, lay.word_cosine_pairs),
-            metrics.stable_rank(a),
+            streamed.row_entropy(a),
+            streamed.self_mass(a),
+            streamed.previous_mass(a),
+            streamed.sink_mass(a),
+            *streamed.shot_masses(a, shot),
+            streamed.block_mass(a, np.array([10, 11]), np.array([9])),
+            *streamed.cosine_correlations(a, lay.cosine_pairs),
+            *streamed.cosine_correlations(a, lay.word_cosine_pairs),
+            streamed.stable_rank(a),
         ],
         dim=1,
     ).numpy()
-    got = metrics.streamed_metrics(a, lay)
+    got = streamed.streamed_metrics(a, lay)
     assert isinstance(got, np.ndarray) and got.dtype == np.float64
     assert np.array_equal(got, expected, equal_nan=True)
-    assert np.array_equal(metrics.streamed_metrics(a.numpy(), lay), got, equal_nan=True)  # numpy: CPU tensors
+    assert np.array_equal(
+        streamed.streamed_metrics(a.numpy(), lay), got, equal_nan=True
+    )  # numpy: CPU tensors
 
 
 def bits(values: np.ndarray) -> np.ndarray:
@@ -261,7 +265,7 @@ def reference_metrics(a: np.ndarray, shot: np.ndarray, segment: np.ndarray, cosi
     rows = range(1, n)
     queries = np.flatnonzero(shot >= 2)
     clue, target = np.flatnonzero(segment == "generated"), np.flatnonzero(segment == "target")
-    words = np.isin(segment, metrics.WORD_SEGMENTS)
+    words = np.isin(segment, store.WORD_SEGMENTS)
 
     def correlations(pick: np.ndarray) -> tuple[float, float]:
         i, j = np.tril_indices(n, -1)
@@ -333,13 +337,13 @@ def test_batched_metrics_are_each_maps_own(dtype):
     total = 0
     for n, shot, segment, cosine, maps16 in cases:
         maps = torch.from_numpy(maps16).to(dtype)
-        lay = metrics.MapLayout(shot, segment, cosine)
-        batched = metrics.streamed_metrics(maps, lay)
-        alone = np.concatenate([metrics.streamed_metrics(m[None], lay) for m in maps])
+        lay = streamed.MapLayout(shot, segment, cosine)
+        batched = streamed.streamed_metrics(maps, lay)
+        alone = np.concatenate([streamed.streamed_metrics(m[None], lay) for m in maps])
         assert batched.shape == (len(maps), len(metrics.STREAMED))
         assert np.array_equal(bits(batched), bits(alone)), (n, dtype)
         with torch_threads(1):
-            assert np.array_equal(bits(metrics.streamed_metrics(maps, lay)), bits(batched)), (n, dtype)
+            assert np.array_equal(bits(streamed.streamed_metrics(maps, lay)), bits(batched)), (n, dtype)
         for a, row in zip(maps16, batched):
             expected = reference_metrics(a, shot, segment, cosine)
             for name, value in zip(metrics.STREAMED, row):
@@ -357,12 +361,12 @@ def test_streamed_metrics_in_batches_of_batch_bytes(monkeypatch):
     n = 20
     maps = np.stack([random_causal(rng, n) for _ in range(5)])
     lay = layout(n, rng.integers(0, 4, n), cosine=rng.uniform(-1, 1, (n, n)).astype(np.float16))
-    whole = metrics.streamed_metrics(maps, lay)
-    monkeypatch.setattr(metrics, "BATCH_BYTES", 2 * 4 * n * n)  # two maps a batch
-    assert np.array_equal(bits(metrics.streamed_metrics(maps, lay)), bits(whole))
+    whole = streamed.streamed_metrics(maps, lay)
+    monkeypatch.setattr(streamed, "BATCH_BYTES", 2 * 4 * n * n)  # two maps a batch
+    assert np.array_equal(bits(streamed.streamed_metrics(maps, lay)), bits(whole))
 
 
-def constructed_maps() -> list[tuple[np.ndarray, metrics.MapLayout]]:
+def constructed_maps() -> list[tuple[np.ndarray, streamed.MapLayout]]:
     """The maps built above with their layouts, as float16 (as the capture stores maps)."""
     rng = np.random.default_rng(8)
     shot = [0, 1, 1, 2, 2]
@@ -397,7 +401,7 @@ def test_streamed_metrics_match_the_numpy_route_on_the_constructed_maps():
     """Every metric of the maps above within its tolerance (tests/helpers.py) of the numpy route's."""
     differences = []
     for a, lay in constructed_maps():
-        got = metrics.streamed_metrics(torch.from_numpy(a[None]), lay)
+        got = streamed.streamed_metrics(torch.from_numpy(a[None]), lay)
         expected = np_streamed_metrics(a[None], np_layout(lay.token_shot, lay.token_segment, lay.cosine))
         differences.append(reference_differences(got, expected))
     print({name: max(d[name] for d in differences) for name in metrics.STREAMED})
@@ -410,7 +414,7 @@ def test_streamed_metrics_match_the_numpy_route_on_random_maps():
     cases = metric_cases(np.random.default_rng(9), (*range(2, 33), 47, 64, 100, 150, 181, 256, 300))
     differences = []
     for _, shot, segment, cosine, maps in cases:
-        got = metrics.streamed_metrics(torch.from_numpy(maps), metrics.MapLayout(shot, segment, cosine))
+        got = streamed.streamed_metrics(torch.from_numpy(maps), streamed.MapLayout(shot, segment, cosine))
         expected = np_streamed_metrics(maps, np_layout(shot, segment, cosine))
         differences.append(reference_differences(got, expected))
     largest = {name: max(d[name] for d in differences) for name in metrics.STREAMED}
@@ -425,9 +429,9 @@ def test_streamed_metrics_on_cuda_match_the_cpu():
     values within the tolerances of the numpy reference (both are sums in other orders)."""
     cases = metric_cases(np.random.default_rng(10), (2, 7, 40, 130, 300))
     for _, shot, segment, cosine, maps in cases:
-        lay = metrics.MapLayout(shot, segment, cosine)
-        cpu = metrics.streamed_metrics(torch.from_numpy(maps), lay)
-        cuda = metrics.streamed_metrics(torch.from_numpy(maps).cuda(), lay)
+        lay = streamed.MapLayout(shot, segment, cosine)
+        cpu = streamed.streamed_metrics(torch.from_numpy(maps), lay)
+        cuda = streamed.streamed_metrics(torch.from_numpy(maps).cuda(), lay)
         assert lay.on("cuda").log_rows.is_cuda and cuda.dtype == np.float64
         reference_differences(cuda, cpu)
 

@@ -27,7 +27,7 @@ the values as stored, whose row sums are the visible masses m_i ≤ 1):
 - ``diagonal_share``: the share of rows that are diagonally dominant, a_ii ≥ Σ_{j≠i} a_ij over
   the visible keys (Horn & Johnson, *Matrix Analysis*, def. 6.1.9, row-wise; for a row of
   mass 1: a_ii ≥ ½); on ``words`` it is the dominance the thesis's plotted matrix shows;
-- ``within_shot_mass``, ``across_shot_mass``: as :func:`attnscope.metrics.shot_masses`,
+- ``within_shot_mass``, ``across_shot_mass``: as :func:`attnscope.streamed.shot_masses`,
   over the visible queries of shots ≥ 2 (on ``words``: shares of the full row's mass);
 - ``small_share``: the share of causal values ≤ :data:`SMALL_VALUE` (the thesis's "values
   lie mostly in [0, 0.1]"; it cannot fail: a row of mass ≤ 1 has at most 9 values above

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import islice

@@ -73,7 +73,7 @@ import numpy as np
 import torch
 from zarr.codecs import BloscCodec
 
-from attnscope import choices, metrics, prompts, zarrwrite
+from attnscope import choices, metrics, prompts, streamed, zarrwrite
 from attnscope.store import DIMENSIONS, WORD_SEGMENTS, pool_words, query_word_means, word_membership_matrix
 
 CHUNK_BYTES = 16 << 20
@@ -186,7 +186,7 @@ class PromptGroup:
         self.num_layers, self.num_heads, self.with_metrics = num_layers, num_heads, with_metrics
         self.workers, self.head_spectra = workers, head_spectra
         self.cosine = cosine.astype(np.float16)
-        self.layout = metrics.MapLayout(
+        self.layout = streamed.MapLayout(
             np.asarray(ann.token_shot), np.asarray(ann.token_segment), self.cosine
         )
         self.words, self.membership = word_membership(ann)
@@ -274,7 +274,7 @@ class PromptGroup:
         self.thesis_word_sum[layer] = word_maps(stored_mean, self.thesis_membership)[0]
         if self.with_metrics:
             maps[self.num_heads] = mean  # a copy: the pending head means keep no layer alive
-            self.metrics[layer] = metrics.streamed_metrics(maps, self.layout)
+            self.metrics[layer] = streamed.streamed_metrics(maps, self.layout)
             if heads is not None and self.head_spectra:
                 self.singular[layer, : self.num_heads] = singular_values(heads, self.workers)
             self.pending.append((layer, stored_mean.numpy()))
@@ -310,7 +310,7 @@ class PromptGroup:
         self.value_word_sum[layer] = word_maps(stored_mean, self.membership)[0]
         if self.with_metrics:
             shares[self.num_heads] = mean
-            self.value_metrics[layer] = metrics.streamed_metrics(shares, self.layout)
+            self.value_metrics[layer] = streamed.streamed_metrics(shares, self.layout)
             self.value_pending.append(stored_mean.numpy())
 
     def _measure_head_means(self) -> None:
