@@ -47,13 +47,15 @@ _NUMBER = r"(?:\d+(?:\.\d+)?|\.\d+)"
 _RANGE = r"-L(?P<first>\d+)-(?P<last>\d+)"
 _LAYERS = rf"(?:{_RANGE})?"
 # The edge sets of a knockout (attnscope.knockout builds them; kept here so names parse without torch).
-TARGET_SHOTS = "target-shots"
-TARGET_SHOTWORDS = "target-shotwords"
-TARGET_SHOTCLUES = "target-shotclues"
-TARGET_INSTRUCTION = "target-instruction"
-ACROSS_SHOTS = "across-shots"
-CLUE_OWNWORD = "clue-ownword"
-EDGE_SETS = (TARGET_SHOTS, TARGET_SHOTWORDS, TARGET_SHOTCLUES, TARGET_INSTRUCTION, ACROSS_SHOTS, CLUE_OWNWORD)
+EDGE_SETS = (
+    "target-shots",
+    "target-shotwords",
+    "target-shotclues",
+    "target-instruction",
+    "across-shots",
+    "clue-ownword",
+)
+TARGET_SHOTS, TARGET_SHOTWORDS, TARGET_SHOTCLUES, TARGET_INSTRUCTION, ACROSS_SHOTS, CLUE_OWNWORD = EDGE_SETS
 KNOCKOUT_CLUES = {"": "the trained model's greedy clue", "reference_": "the reference clue"}
 """The clues a knockout job scores under teacher forcing, by the prefix of their columns."""
 _EDGES = "|".join(EDGE_SETS)
