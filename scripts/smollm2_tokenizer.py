@@ -7,5 +7,5 @@ from attnscope import io, prepared
 
 log = io.setup_script_logging(snakemake.log[0])
 with io.atomic_path(Path(snakemake.output[0])) as tmp:
-    prepared.gguf_tokenizer(snakemake.input.gguf).save_pretrained(tmp)
+    prepared.smollm2_tokenizer(snakemake.input.gguf).save_pretrained(tmp)
 log.info("SmolLM2's tokenizer from %s written to %s", snakemake.input.gguf, snakemake.output[0])

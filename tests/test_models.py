@@ -284,7 +284,7 @@ def test_a_tiny_model_prepared_from_the_saved_smollm2_tokenizer_writes_the_same_
     files, without the GGUF: every file it writes is the same bytes as when it reads the GGUF."""
     spec = tiny_spec("qwen2", "smollm2")
     saved = tmp_path / "tokenizer"
-    prepared.gguf_tokenizer(models.embedded_gguf_path(config.SMOLLM2_SOURCE)).save_pretrained(saved)
+    prepared.smollm2_tokenizer(models.embedded_gguf_path(config.SMOLLM2_SOURCE)).save_pretrained(saved)
     models.prepare_model("tiny", spec, tmp_path / "from-gguf")
 
     def no_gguf():
@@ -295,6 +295,18 @@ def test_a_tiny_model_prepared_from_the_saved_smollm2_tokenizer_writes_the_same_
     reference = prepared_files(tmp_path / "from-gguf")
     assert {"manifest.json", "weights/tokenizer.json", "weights/model.safetensors"} <= set(reference)
     assert prepared_files(tmp_path / "from-saved") == reference
+
+
+@pytest.mark.integration
+def test_smollm2s_tokenizer_read_by_its_class_is_autotokenizers(tmp_path):
+    """prepared.smollm2_tokenizer skips AutoTokenizer's reading of the whole GGUF for the model's
+    config: the tokenizer it reads saves to the same files, byte for byte, as AutoTokenizer's."""
+    gguf = models.embedded_gguf_path(config.SMOLLM2_SOURCE)
+    prepared.gguf_tokenizer(gguf).save_pretrained(tmp_path / "auto")
+    prepared.smollm2_tokenizer(gguf).save_pretrained(tmp_path / "direct")
+    reference = prepared_files(tmp_path / "auto")
+    assert {"tokenizer.json", "tokenizer_config.json"} <= set(reference)
+    assert prepared_files(tmp_path / "direct") == reference
 
 
 def test_only_a_tiny_model_with_smollm2s_tokenizer_reads_the_converted_one():

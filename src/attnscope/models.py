@@ -55,6 +55,7 @@ from attnscope.prepared import (
     gguf_tokenizer,
     load_tokenizer,
     read_manifest,
+    smollm2_tokenizer,
     weights_location,
 )
 
@@ -183,7 +184,7 @@ def tiny_random_tokenizer(
 def smollm2_gguf_tokenizer() -> PreTrainedTokenizerBase:
     """SmolLM2's tokenizer read from the embedded GGUF, once per process (reading the GGUF's
     vocabulary takes seconds; a process that builds several tiny models reads it once)."""
-    return gguf_tokenizer(embedded_gguf_path(SMOLLM2_SOURCE))
+    return smollm2_tokenizer(embedded_gguf_path(SMOLLM2_SOURCE))
 
 
 def tiny_config_class(spec: dict[str, Any]) -> type[PretrainedConfig]:
