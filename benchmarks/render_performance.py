@@ -154,7 +154,7 @@ def workflow(r: Result) -> list[str]:
         ]
     if r.get("compared_with"):
         diffs = r["differences"]
-        named = ", ".join(f"`{name}` ± {value:g}" for name, value in r.get("tolerances", {}).items())
+        named = ", ".join(f"`{name}` ± {value:g}" for name, value in (r.get("tolerances") or {}).items())
         rows.append(
             Row(
                 f"outputs against {r['compared_with']}: Parquet columns, Zarr arrays (float16: one step"
