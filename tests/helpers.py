@@ -344,8 +344,8 @@ def map_choices(
 
 # --- the streamed metrics in numpy, as the library computed them before torch (the reference) ---
 #
-# metrics.streamed_metrics computed these in numpy until it moved to torch: float16 maps read through
-# lookup tables of their 65 536 bit patterns (value, x·log x in float32), float32 sums (BLAS's
+# attnscope.streamed's metrics were computed in numpy until they moved to torch: float16 maps read
+# through lookup tables of their 65 536 bit patterns (value, x·log x in float32), float32 sums (BLAS's
 # matrix products) for the shot masses and the power iteration, float64 for the row sums of the
 # entropies, the means and the correlations (one pass: Σx² − (Σx)²/m), average ranks from a
 # histogram of the bit patterns. Kept here verbatim as the reference the torch route is tested against.

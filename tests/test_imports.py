@@ -46,6 +46,7 @@ def script_imports(name: str) -> str:
 
 LIGHT_MODULES = (
     "attnscope.mapdata",
+    "attnscope.metrics",
     "attnscope.mapview",
     "attnscope.explorer.server",
     "attnscope.claims",
@@ -64,7 +65,8 @@ def test_no_heavy_imports(module):
     explorer imports it only when it builds its colour tables); they, the claims and the
     learned-vs-random comparison (tables in, tables out) run no model, nor does the rollout (stored
     maps in) or the head-type scores until a model is run (torch is imported there), nor the
-    singular-value store's reader; the Snakefile's imports (the results paths, the resource
+    singular-value store's reader, nor the metrics' names and tables (the claims read them; their
+    torch computation is attnscope.streamed); the Snakefile's imports (the results paths, the resource
     requests) start every snakemake command."""
     unwanted = {*HEAVY, "attnscope.plots"}
     # One interpreter imports them all: what none of them loads, each does not; a module's own

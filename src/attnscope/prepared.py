@@ -76,8 +76,8 @@ def gguf_tokenizer(gguf: str | os.PathLike) -> PreTrainedTokenizerBase:
 def smollm2_tokenizer(gguf: str | os.PathLike) -> PreTrainedTokenizerBase:
     """SmolLM2's tokenizer from its GGUF: :func:`gguf_tokenizer`'s, the same bytes (tested), read by
     the class AutoTokenizer picks for it (tokenizers' generic backend). AutoTokenizer first reads
-    the model's config from the whole GGUF to choose that class, with gguf's slow reader (~6 s);
-    the tokenizer itself comes from transformers' fast metadata reader either way."""
+    the model's config from the whole GGUF to choose that class, with gguf's slow reader (most of
+    its time); the tokenizer itself comes from transformers' fast metadata reader either way."""
     gguf = Path(gguf)
     return TokenizersBackend.from_pretrained(gguf.parent, gguf_file=gguf.name)
 

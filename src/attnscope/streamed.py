@@ -471,8 +471,7 @@ def one_cpu_thread(device: torch.device) -> Iterator[None]:
     """On the CPU, run the block on one torch thread, then restore the count (elsewhere: as it is).
     The metrics' operations are many and short (a few hundred a layer, each over at most
     :data:`BATCH_BYTES`); torch's threads meet in a barrier at each, and while another process
-    holds a core they wait on it: on 2 shared cores, two threads made the metrics 4–15× slower
-    than one, and only 1.1× faster when the cores were free (docs/attention.md)."""
+    holds a core they wait on it (measured on two cores: docs/attention.md)."""
     if device.type != "cpu" or torch.get_num_threads() == 1:
         yield
         return
