@@ -194,6 +194,29 @@ def test_blocked_mass_is_the_mean_row_mass_on_the_blocked_keys():
     blocked = np.zeros((3, 3), dtype=bool)
     blocked[2, 0] = blocked[2, 1] = True
     assert knockout.blocked_mass(maps, blocked) == pytest.approx((0.5 + 2 / 3) / 2)
+    last_rows = [m[:, 1:] for m in maps]  # maps of the queries after a prefix of one token
+    assert knockout.blocked_mass(last_rows, blocked) == knockout.blocked_mass(maps, blocked)
+    blocked[1, 0] = True
+    assert knockout.blocked_mass(last_rows, blocked) == pytest.approx((0.5 + 0.5 + 1 / 3 + 2 / 3) / 4)
+    blocked[0, 0] = True  # a query before the maps' first loses a key: its mass is not in them
+    with pytest.raises(ValueError, match="from query 1 on"):
+        knockout.blocked_mass(last_rows, blocked)
+
+
+def test_layer_maps_after_a_prefix_are_the_whole_passs_last_rows(tiny_llama):
+    """The maps of a pass continued from a prompt's KV cache are the whole pass's rows of the queries
+    after it (over every key) to float32 rounding; a prefix that is not the sequence's start is refused."""
+    model, _ = tiny_llama
+    ids = list(range(5, 45))
+    whole = knockout.layer_maps(model, ids, [0, 1])
+    prefix = knockout.context_prefix(model, ids, 25)
+    continued = knockout.layer_maps(model, ids, [0, 1], prefix)
+    for got, expected in zip(continued, whole, strict=True):
+        assert got.shape == (expected.shape[0], 15, 40)
+        np.testing.assert_allclose(got, expected[:, 25:], rtol=0, atol=1e-6)
+    assert prefix.cache.get_seq_length() == 25  # the prefix is copied, not continued
+    with pytest.raises(ValueError, match="not the first"):
+        knockout.layer_maps(model, [9, *ids[1:]], [0], prefix)
 
 
 # --- the blocking ---
@@ -479,7 +502,8 @@ def test_knockouts_run_together_have_the_bytes_of_each_alone_and_whole_passes_va
     """Several knockouts in one call share the unchanged model's passes (its maps, each prompt's
     positions before the first blocked query, the unchanged context's scores): every row has the
     bytes of the knockout run alone, and its log-probabilities are those of whole forward passes
-    over prompt and clue (to 1e-5), its blocked mass that of its own window's maps."""
+    over prompt and clue (to 1e-5), its blocked mass that of its own window's maps in a whole pass
+    (to float32 rounding: the job continues the prompt's KV cache)."""
     model, tokenizer = tiny_llama
     table = prompts.build_prompts(sample_clues, "animals-k3", SPEC, ["Ant", "Bee"], tokenizer)
     made = generation.generate(model, tokenizer, list(table["input_ids"]), 6, batch_size=1, progress=False)
@@ -515,6 +539,8 @@ def test_knockouts_run_together_have_the_bytes_of_each_alone_and_whole_passes_va
                 atol=1e-5,
             )
         sequence = prompt_ids + clue_ids
-        maps = knockout.layer_maps(model, sequence, knockout.layer_range(parsed))
-        assert row.blocked_mass == knockout.blocked_mass(maps, blocked.dense(len(sequence)))
+        maps = knockout.layer_maps(model, sequence, knockout.layer_range(parsed))  # a whole pass
+        assert row.blocked_mass == pytest.approx(
+            knockout.blocked_mass(maps, blocked.dense(len(sequence))), rel=1e-6
+        )
     assert together["delta_total"].abs().min() > 1e-4  # every knockout matters, beyond the tolerance

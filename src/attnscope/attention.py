@@ -138,10 +138,13 @@ class SharedPrefix:
         return torch.cat([self.value_norms[layer], values.norms[layer]], dim=1)
 
 
-def shared_prefix(model: PreTrainedModel, inputs: Sequence[PromptInput], kernel: str) -> SharedPrefix | None:
+def shared_prefix(
+    model: PreTrainedModel, inputs: Sequence[PromptInput], kernel: str, values: ValueNorms | None = None
+) -> SharedPrefix | None:
     """Run the common token prefix of ``inputs`` once inside a capture (the KV cache from
-    :func:`attnscope.generation.prefill_prefix`); None for fewer than two prompts, no common
-    prefix or prefix maps over :data:`PREFIX_BYTES`."""
+    :func:`attnscope.generation.prefill_prefix`), its value norms taken by ``values`` (default: hooks
+    of its own); None for fewer than two prompts, no common prefix or prefix maps over
+    :data:`PREFIX_BYTES`."""
     if len(inputs) < 2:
         return None
     length = generation.shared_prefix_length([p.annotation.input_ids for p in inputs])
@@ -153,7 +156,8 @@ def shared_prefix(model: PreTrainedModel, inputs: Sequence[PromptInput], kernel:
     def keep(layer: int, weights: torch.Tensor) -> None:
         maps[layer] = weights.to(torch.float16).cpu()
 
-    with capture(model, keep, kernel), ValueNorms(model) as values:
+    values = ValueNorms(model) if values is None else values
+    with capture(model, keep, kernel), values:
         prefix = generation.prefill_prefix(model, inputs[0].annotation.input_ids[:length])
     layers = range(num_layers)
     return SharedPrefix(prefix, [maps[layer] for layer in layers], [values.norms[layer] for layer in layers])
@@ -233,11 +237,11 @@ def extract(
     device = next(model.parameters()).device
     workers = torch.get_num_threads()  # the rule's threads: idle in the forward while a hook runs
     with _blas().limit(limits=1, user_api="blas"):  # numpy's BLAS in the metrics, one map at a time
-        shared = shared_prefix(model, todo, kernel) if share_prefix else None
+        values = ValueNorms(model) if with_values else contextlib.nullcontext()
+        shared = shared_prefix(model, todo, kernel, values if with_values else None) if share_prefix else None
         start = len(shared.prefix.ids) if shared else 0
         if share_prefix:
             log.info("shared prefix: %s", f"{start} tokens, run once" if shared else "none")
-        values = ValueNorms(model) if with_values else contextlib.nullcontext()
         norms = None
         if with_values:
             norms = partial(shared.full_norms, values) if shared else values.norms.__getitem__

@@ -220,7 +220,13 @@ def blocked_edges(
 def blocked_mass(maps: Sequence[np.ndarray], blocked: np.ndarray) -> float:
     """The attention mass on the blocked keys (``blocked`` [query, key], the sequence's) in the maps
     of a knockout's layers (each [head, query, key], of the model without the knockout), averaged
-    over layers, heads and the query rows that lose a key."""
+    over layers, heads and the query rows that lose a key. Maps of the last queries only (a
+    :func:`layer_maps` continued from a prefix) are read against ``blocked``'s last rows, which
+    must then hold every blocked edge."""
+    first = len(blocked) - np.shape(maps[0])[1] if len(maps) else 0
+    if first and blocked[:first].any():
+        raise ValueError(f"blocked_mass: maps from query {first} on, but an earlier query loses a key")
+    blocked = blocked[first:]
     rows = blocked.any(axis=1)
     if not rows.any():
         return 0.0
@@ -228,18 +234,28 @@ def blocked_mass(maps: Sequence[np.ndarray], blocked: np.ndarray) -> float:
     return float((stacked * blocked[rows]).sum(axis=-1).mean())
 
 
-def layer_maps(model: PreTrainedModel, ids: Sequence[int], layers: Iterable[int]) -> list[np.ndarray]:
+def layer_maps(
+    model: PreTrainedModel,
+    ids: Sequence[int],
+    layers: Iterable[int],
+    prefix: generation.Prefix | None = None,
+) -> list[np.ndarray]:
     """The attention maps [head, query, key] of ``layers`` in one forward pass over ``ids``, on one
-    torch thread (as :func:`clue_logprobs`)."""
+    torch thread (as :func:`clue_logprobs`); continued from ``prefix`` (a KV cache of the first
+    ids, copied; :func:`context_prefix`), the maps of the queries after it over every key."""
     wanted, maps = set(layers), {}
+    ids, cached = [int(i) for i in ids], prefix.ids if prefix is not None else []
+    if ids[: len(cached)] != cached or len(cached) >= len(ids):
+        raise ValueError(f"layer_maps: a prefix of {len(cached)} tokens is not the first of these {len(ids)}")
 
     def keep(layer: int, weights: torch.Tensor) -> None:
         if layer in wanted:
             maps[layer] = weights.double().cpu().numpy()
 
     device = next(model.parameters()).device
+    cache = copy.deepcopy(prefix.cache) if prefix is not None else None
     with torch.inference_mode(), models.torch_threads(1), capture.capture(model, keep):
-        model(input_ids=torch.tensor([list(ids)], device=device))
+        model(input_ids=torch.tensor([ids[len(cached) :]], device=device), cache=cache, logits_to_keep=1)
     return [maps[layer] for layer in sorted(wanted)]
 
 
@@ -478,10 +494,12 @@ def prompt_effects(
     and its :data:`attnscope.effects.GREEDY` scores against the trained clue (chrF as
     :func:`attnscope.generation.clue_table` scores it against a reference).
 
-    Several knockouts share every pass that does not depend on their layers: the unchanged
-    model's maps (one capture of all their layers), each prompt's positions before its first
-    blocked query (:func:`context_prefix`, once for both clues) and the unchanged context's
-    scores; the contexts after that position run as rows of one batch (:func:`clue_logprobs`).
+    Several knockouts share every pass that does not depend on their layers: each prompt's
+    positions before its first blocked query (:func:`context_prefix`, once for both clues), the
+    unchanged context's scores and the unchanged model's maps after those positions (one capture
+    of all their layers; the queries before them lose no key); the contexts after that position
+    run as rows of one batch (:func:`clue_logprobs`). Each control seed's edges are drawn once
+    for all windows.
     On the CPU a batch row's values do not depend on the rows beside it, so the rows have the
     bytes of each knockout run alone (tested); the knockouts' rows follow in their order."""
     names = [variant] if isinstance(variant, str) else list(variant)
@@ -492,12 +510,21 @@ def prompt_effects(
     fmt = prompts.table_format(prompt_table)
     all_ids = [[int(i) for i in ids] for ids in prompt_table["input_ids"]]
     annotations = [prompts.prompt_annotation(row) for _, row in prompt_table.iterrows()]
+    drawn: dict[tuple[int, str, bool, int | None], BlockedEdges] = {}
+
+    def edges_of(prompt: int, p: variants.Variant, seed: int | None) -> BlockedEdges:
+        """A prompt's edges of an edge set (a control's of one seed), drawn once for all windows."""
+        key = (prompt, p.edges, p.control, seed)
+        if key not in drawn:
+            drawn[key] = blocked_edges(annotations[prompt], len(all_ids[prompt]), p, seed)
+        return drawn[key]
+
     blockers = [  # [prompt][knockout][seed]
         [
-            [Knockout(model, blocked_edges(annotation, len(ids), p, seed), window) for seed in drawn]
-            for p, drawn, window in zip(parsed, seeds, layers, strict=True)
+            [Knockout(model, edges_of(prompt, p, seed), window) for seed in drawn_seeds]
+            for p, drawn_seeds, window in zip(parsed, seeds, layers, strict=True)
         ]
-        for annotation, ids in zip(annotations, all_ids, strict=True)
+        for prompt in range(len(all_ids))
     ]
     firsts = [
         [min(first_blocked_query(b.blocked) for b in seeded) for seeded in prompt] for prompt in blockers
@@ -508,7 +535,7 @@ def prompt_effects(
     starts = [min(common, *(prompt[k] for prompt in firsts)) for k in range(len(names))]
     with models.torch_threads(1):
         prefixes = {n: generation.prefill_prefix(model, all_ids[0][:n]) for n in set(starts)}
-    wanted = sorted(set().union(*layers))  # one capture of every knockout's layers
+    windowed = bool(architecture.sliding_windows(model.config))
     rows: list[list[dict[str, Any]]] = [[] for _ in names]
     generations: list[list[generation.Generation]] = [[] for _ in names]
     for (_, row), prompt_ids, knockouts, first in zip(prompt_table.iterrows(), all_ids, blockers, firsts):
@@ -516,7 +543,9 @@ def prompt_effects(
             "": [int(i) for i in trained.loc[row["prompt_index"], "generated_ids"]],
             "reference_": reference_ids(tokenizer, fmt, row["reference_clue"]),
         }
+        sequence = prompt_ids + clues[""]
         scored: list[dict[str, list[np.ndarray]]] = [{} for _ in names]  # [knockout][clue][context]
+        windows: list[list[np.ndarray]] = [[] for _ in names]  # [knockout][layer]: unchanged maps
         for start, shared in dict.fromkeys(zip(starts, first)):
             group = [k for k in range(len(names)) if (starts[k], first[k]) == (start, shared)]
             context = context_prefix(model, prompt_ids, shared, prefixes[start])
@@ -529,16 +558,26 @@ def prompt_effects(
                 per_knockout = iter(changed)
                 for k in group:
                     scored[k][p] = [unchanged, *islice(per_knockout, len(knockouts[k]))]
-        sequence = prompt_ids + clues[""]
-        maps = dict(zip(wanted, layer_maps(model, sequence, wanted), strict=True))
+            # The group's layers' unchanged maps of the queries after its context, which hold
+            # every query that loses a key (a sliding-window layer's cache keeps only its last
+            # keys: there, of every query).
+            captured = sorted(set().union(*(layers[k] for k in group)))
+            maps = dict(
+                zip(
+                    captured,
+                    layer_maps(model, sequence, captured, None if windowed else context),
+                    strict=True,
+                )
+            )
+            for k in group:
+                windows[k] = [maps[layer] for layer in layers[k]]
         for k, seeded in enumerate(knockouts):
-            window = [maps[layer] for layer in layers[k]]
             for i, (seed, blocker) in enumerate(zip(seeds[k], seeded)):
                 dense = blocker.blocked.dense(len(sequence))
                 found = {
                     "seed": seed,
                     "n_blocked": int(dense.sum()),
-                    "blocked_mass": blocked_mass(window, dense),
+                    "blocked_mass": blocked_mass(windows[k], dense),
                 }
                 for p in variants.KNOCKOUT_CLUES:
                     found |= _scores(p, scored[k][p][0], scored[k][p][i + 1]) if p in scored[k] else {}
