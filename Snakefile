@@ -43,8 +43,9 @@ if Path("config.yaml").is_file():  # before Snakemake reads it: a syntax error w
 configfile: "config.yaml"
 
 
-for _configfile in workflow.configfiles:
-    attnscope_configfile.check_yaml_file(_configfile)
+for _configfile in workflow.configfiles:  # the --configfile ones (config.yaml is checked above)
+    if Path(_configfile).resolve() != Path("config.yaml").resolve():
+        attnscope_configfile.check_yaml_file(_configfile)
 attnscope_configfile.validate(config, Path(workflow.basedir, "schemas", "config.schema.yaml"))
 PLAN = attnscope_config.plan(config)
 for _warning in PLAN.warnings:  # also in results/logs/check_targets/ and results/data/targets/

@@ -1,10 +1,12 @@
 """Config validation: schema errors and cross-checks name the key, before any job runs."""
 
 import copy
+import json
 import subprocess
 
 import pytest
 import yaml
+from snakemake.utils import validate as snakemake_validate
 
 from attnscope import config as cfg
 from attnscope import configfile
@@ -254,6 +256,22 @@ def test_duplicate_yaml_keys_are_refused(tmp_path):
     path.write_text("experiments:\n  a: {category: Animals, k: 3}\n  a: {category: Animals, k: 5}\n")
     with pytest.raises(cfg.ConfigError, match=r"config.yaml:3: duplicate key 'a' \(first on line 2\)"):
         configfile.check_yaml_file(path)
+
+
+def test_validate_fills_the_defaults_snakemakes_validate_fills():
+    """The defaults come from the schema already read (the jsonschema FAQ recipe that
+    snakemake.utils.validate runs on the file again): the same filled config, in the same key order,
+    for a config with whole sections and single keys left out."""
+    config = default_config()
+    for section in ("knockout", "heads", "theory", "claims"):
+        config.pop(section, None)
+    for key in ("share_prefix", "epsilon"):
+        config["attention"].pop(key, None)
+    ours, theirs = copy.deepcopy(config), copy.deepcopy(config)
+    configfile.validate(ours, SCHEMA)
+    snakemake_validate(theirs, str(SCHEMA), set_default=True)
+    assert ours["knockout"]["control_seeds"] == 5 and ours["attention"]["epsilon"] == 0.1
+    assert json.dumps(ours) == json.dumps(theirs)
 
 
 @pytest.mark.parametrize(

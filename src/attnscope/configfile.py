@@ -5,6 +5,7 @@ Snakefile runs it on every invocation."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,18 @@ def dotted(path: Any) -> str:
     return out or "(top level)"
 
 
+FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader where PyYAML was built with it: the Snakefile reads the config and the
+schema on every invocation, and the pure-Python loader takes several times as long."""
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """A YAML loader that refuses duplicate mapping keys (YAML silently keeps the last)."""
+
+
+class _FastUniqueKeyLoader(FAST_LOADER):
+    """:class:`_UniqueKeyLoader` on :data:`FAST_LOADER` (its syntax errors say less: the pure-Python
+    loader reads a file again to name a syntax error)."""
 
 
 def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
@@ -41,12 +52,19 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bo
     return loader.construct_mapping(node, deep=deep)
 
 
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+for _loader in (_UniqueKeyLoader, _FastUniqueKeyLoader):
+    _loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
 def check_yaml_file(path: str | Path) -> None:
     """Raise :class:`ConfigError` if a YAML config file is not valid YAML (its file, line and
     column: Snakemake's own message has neither) or repeats a key."""
+    with open(path, encoding="utf-8") as handle:
+        try:
+            yaml.load(handle, Loader=_FastUniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
+            return
+        except yaml.MarkedYAMLError:
+            pass
     with open(path, encoding="utf-8") as handle:
         try:
             yaml.load(handle, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
@@ -63,22 +81,37 @@ def check_yaml_file(path: str | Path) -> None:
 def load_schema(path: str | Path) -> dict[str, Any]:
     """The schema, a tiny random model's ``architecture`` enum filled from the declared families."""
     with open(path, encoding="utf-8") as handle:
-        schema = yaml.safe_load(handle)
+        schema = yaml.load(handle, Loader=FAST_LOADER)  # noqa: S506 - a safe loader
     schema["definitions"]["model"]["properties"]["architecture"]["enum"] = architecture.tiny_architectures()
     return schema
 
 
+def _set_defaults(validator: Any, properties: dict, instance: Any, schema: dict) -> Iterator[Any]:
+    """The ``properties`` keyword, filling each absent property's ``default`` first (jsonschema's
+    FAQ recipe, which ``snakemake.utils.validate`` runs; here on the schema already read)."""
+    if isinstance(instance, dict):
+        for name, subschema in properties.items():
+            if "default" in subschema:
+                instance.setdefault(name, subschema["default"])
+    yield from jsonschema.Draft202012Validator.VALIDATORS["properties"](
+        validator, properties, instance, schema
+    )
+
+
+_FillingValidator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator, {"properties": _set_defaults}
+)
+
+
 def validate(config: dict[str, Any], schema_path: str | Path) -> None:
     """Check ``config`` against the schema (all errors, with key paths), then fill defaults."""
-    from snakemake.utils import validate as snakemake_validate
-
     schema = load_schema(schema_path)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         lines = [f"  {dotted(e.absolute_path)}: {_message(e)}" for e in errors]
         raise ConfigError("invalid config:\n" + "\n".join(lines))
-    snakemake_validate(config, str(schema_path), set_default=True)
+    _FillingValidator(schema).validate(config)
 
 
 def _message(error: jsonschema.ValidationError) -> str:
