@@ -675,7 +675,13 @@ SECTIONS: dict[str, tuple[str, str, Callable[[Result], list[str]]]] = {
         "and one call per edge set, whose windows share the unchanged model's passes. The workflow "
         "runs one job per edge set: a changed window list reruns every edge set's job, which "
         "costs about what one window's job did before (the shared passes dominate a job), so the "
-        "finer rerun was not worth a model start and those passes per window.",
+        "finer rerun was not worth a model start and those passes per window. Since commit "
+        "`099d6a5` a job's unchanged maps (`blocked_mass`) are those of the queries from the first "
+        "blocked one on, continuing the KV cache the knockouts' rows continue, not a whole pass per "
+        "prompt: float32 rounding away from it, so `blocked_mass` and the effects table's "
+        "`blocked_mass_low`, `blocked_mass_high` and `mass_ratio` moved by at most 8.7e-8, 1.3e-8, "
+        "1.3e-8 and 1.0e-7 on the default run, every other table and Zarr array equal "
+        "(`bench_workflow.py`'s `TOLERANCES`: 1e-6, 1e-6, 1e-6, 1e-5).",
         knockout,
     ),
     "model_jobs": (
