@@ -8,6 +8,7 @@ import copy
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,14 +23,19 @@ def snakemake_command(workdir: Path, *args: str) -> list[str]:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def torch_threads() -> None:
-    """Two torch threads at most, split among pytest-xdist's workers (threads beyond the cores
-    spin-wait). A fixture, not an import: pytest-xdist's controller, which runs no test, loads
-    this file too, and the model libraries take seconds to import."""
+def torch_threads() -> Iterator[None]:
+    """Two torch threads at most, and as many for numpy's BLAS, split among pytest-xdist's workers
+    (threads beyond the cores spin-wait: two workers' two-thread SVDs burned several times their
+    CPU). A fixture, not an import: pytest-xdist's controller, which runs no test, loads this file
+    too, and the model libraries take seconds to import."""
     import torch
+    from threadpoolctl import threadpool_limits
 
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1) // workers))
+    threads = max(1, min(2, os.cpu_count() or 1) // workers)
+    torch.set_num_threads(threads)
+    with threadpool_limits(threads, "blas"):
+        yield
 
 
 def workflow_config() -> dict:

@@ -5,6 +5,7 @@ measured' without the input; the robust column, the framing and the replicates."
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -93,6 +94,11 @@ def rows_of(ev: Evidence, *claims_: str, bands_=claims.DEFAULT_BANDS) -> dict[st
     """Claim → its one row, from one evaluation of ``claims_`` (each row as the claim alone gives
     it: test_evaluating_one_claim_gives_its_rows_of_the_whole_table)."""
     table, _ = claims.evaluate(ev, bands=bands_, only=set(claims_))
+    return rows_in(table, *claims_)
+
+
+def rows_in(table: pd.DataFrame, *claims_: str) -> dict[str, pd.Series]:
+    """Claim → its one row of a claims ``table``."""
     found = {}
     for claim in claims_:
         rows = table[table["claim"] == claim]
@@ -110,18 +116,31 @@ def verdict(ev: Evidence, claim: str) -> str:
 
 
 NOT_REPLICATED = "not replicated on m"
+S, NR, IN = claims.SUPPORTED, NOT_REPLICATED, claims.INCONCLUSIVE
+DIAGONAL = {
+    S: bands(0.8, 0.2, 0.8),  # dominant early, late alike
+    NR: bands(0.2, 0.1, 0.6),  # 20 % early; late 0.4 above
+    IN: bands(0.5, 0.2, 0.4),  # at the bars ± noise
+}
+ENTROPY = {
+    S: bands(0.5, 0.7, 0.4),
+    NR: bands(0.7, 0.5, 0.6),
+    IN: bands(0.5, 0.55, 0.5),  # steps ±0.05 ± noise
+}
+UNSEEDED = {"noise": 0.05}
+DIAGONAL_CASES = {v: lambda v=v: evidence(choices(diagonal_share=DIAGONAL[v], **UNSEEDED)) for v in DIAGONAL}
+"""Verdict → the maps whose diagonal shares give early-diagonal and late-diagonal that verdict."""
+ENTROPY_CASES = {v: lambda v=v: evidence(choices(row_entropy=ENTROPY[v], **UNSEEDED)) for v in ENTROPY}
+"""Verdict → the maps whose entropies give middle-dispersed and late-contracting that verdict."""
 
 
-@pytest.mark.parametrize(
-    ("share", "early", "late"),
-    [
-        (bands(0.8, 0.2, 0.8), claims.SUPPORTED, claims.SUPPORTED),  # dominant early, late alike
-        (bands(0.2, 0.1, 0.6), NOT_REPLICATED, NOT_REPLICATED),  # 20 % early; late 0.4 above
-        (bands(0.5, 0.2, 0.4), claims.INCONCLUSIVE, claims.INCONCLUSIVE),  # at the bars ± noise
-    ],
-)
-def test_diagonal_dominance_early_and_late_resembling_it(share, early, late):
-    rows = rows_of(evidence(choices(diagonal_share=share, noise=0.05)), "early-diagonal", "late-diagonal")
+@pytest.mark.parametrize(("share", "early", "late"), [(DIAGONAL[v], v, v) for v in DIAGONAL])
+def test_diagonal_dominance_early_and_late_resembling_it(share, early, late, reached):
+    """The shares of :data:`DIAGONAL` (per-prompt noise 0.05), evaluated once for this test and the
+    reachability matrix below (:func:`reached`)."""
+    build = DIAGONAL_CASES[early]
+    assert build().choices.equals(evidence(choices(diagonal_share=share, noise=0.05)).choices)
+    rows = rows_in(reached(build), "early-diagonal", "late-diagonal")
     assert rows["early-diagonal"]["verdict"] == early
     assert rows["late-diagonal"]["verdict"] == late
     row = rows["early-diagonal"]
@@ -155,16 +174,13 @@ def test_bands_change_what_early_means():
     assert agree["verdict"] == claims.SUPPORTED and "bands disagree" not in agree["measured"]
 
 
-@pytest.mark.parametrize(
-    ("entropy", "middle", "late"),
-    [
-        (bands(0.5, 0.7, 0.4), claims.SUPPORTED, claims.SUPPORTED),
-        (bands(0.7, 0.5, 0.6), NOT_REPLICATED, NOT_REPLICATED),
-        (bands(0.5, 0.55, 0.5), claims.INCONCLUSIVE, claims.INCONCLUSIVE),  # steps ±0.05 ± noise
-    ],
-)
-def test_dispersion_and_contraction(entropy, middle, late):
-    rows = rows_of(evidence(choices(row_entropy=entropy, noise=0.05)), "middle-dispersed", "late-contracting")
+@pytest.mark.parametrize(("entropy", "middle", "late"), [(ENTROPY[v], v, v) for v in ENTROPY])
+def test_dispersion_and_contraction(entropy, middle, late, reached):
+    """The entropies of :data:`ENTROPY` (per-prompt noise 0.05), evaluated once for this test and
+    the reachability matrix below (:func:`reached`)."""
+    build = ENTROPY_CASES[middle]
+    assert build().choices.equals(evidence(choices(row_entropy=entropy, noise=0.05)).choices)
+    rows = rows_in(reached(build), "middle-dispersed", "late-contracting")
     assert rows["middle-dispersed"]["verdict"] == middle
     assert rows["late-contracting"]["verdict"] == late
 
@@ -663,23 +679,11 @@ SHOTS_EQUAL = {"shot0": -0.2, "shot1": -0.2, "control0": -0.2, "control1": -0.2}
 REFERENCE_HURTS = {"shot0": -0.6, "shot1": -0.6}
 
 
-S, NR, IN = claims.SUPPORTED, NOT_REPLICATED, claims.INCONCLUSIVE
-DIAGONAL = {S: bands(0.8, 0.2, 0.8), NR: bands(0.2, 0.1, 0.6), IN: bands(0.5, 0.2, 0.4)}
-ENTROPY = {S: bands(0.5, 0.7, 0.4), NR: bands(0.7, 0.5, 0.6), IN: bands(0.5, 0.55, 0.5)}
-UNSEEDED = {"noise": 0.05}
 ONE_ROW = {
-    "early-diagonal": {
-        v: lambda v=v: evidence(choices(diagonal_share=DIAGONAL[v], **UNSEEDED)) for v in DIAGONAL
-    },
-    "late-diagonal": {
-        v: lambda v=v: evidence(choices(diagonal_share=DIAGONAL[v], **UNSEEDED)) for v in DIAGONAL
-    },
-    "middle-dispersed": {
-        v: lambda v=v: evidence(choices(row_entropy=ENTROPY[v], **UNSEEDED)) for v in ENTROPY
-    },
-    "late-contracting": {
-        v: lambda v=v: evidence(choices(row_entropy=ENTROPY[v], **UNSEEDED)) for v in ENTROPY
-    },
+    "early-diagonal": DIAGONAL_CASES,
+    "late-diagonal": DIAGONAL_CASES,
+    "middle-dispersed": ENTROPY_CASES,
+    "late-contracting": ENTROPY_CASES,
     "within-shot": {
         S: lambda: evidence(choices(row_drop=0.5)),
         NR: lambda: evidence(choices(row_drop=-0.1)),
@@ -823,6 +827,27 @@ def test_evaluating_one_claim_gives_its_rows_of_the_whole_table(whole_table):
             pd.testing.assert_frame_equal(part, expected)
 
 
+@pytest.fixture(scope="module")
+def reached() -> Callable[[Callable[[], Evidence]], pd.DataFrame]:
+    """The claims table of a :data:`REACHABLE` case's inputs, evaluated once (on first use) for
+    every claim whose cases share those inputs: early- and late-diagonal read the same maps, as do
+    middle-dispersed and late-contracting, and the later claim measures the earlier as its premise
+    anyway. ``only`` gives each claim's rows as it alone does
+    (test_evaluating_one_claim_gives_its_rows_of_the_whole_table); the tables are only read."""
+    readers: dict[Callable[[], Evidence], set[str]] = {}
+    for (claim, _), cases in REACHABLE.items():
+        for build in cases.values():
+            readers.setdefault(build, set()).add(claim)
+    tables: dict[Callable[[], Evidence], pd.DataFrame] = {}
+
+    def table(build: Callable[[], Evidence]) -> pd.DataFrame:
+        if build not in tables:
+            tables[build], _ = claims.evaluate(build(), only=readers[build])
+        return tables[build]
+
+    return table
+
+
 def _row_id(claim: str, statement: str) -> str:
     """A row's test id in ASCII: its claim, and for a claim of several rows which one."""
     if statement in SPECTRUM_ROWS:
@@ -836,8 +861,8 @@ def _row_id(claim: str, statement: str) -> str:
     [(c, s, v) for (c, s), cases in REACHABLE.items() for v in cases],
     ids=[f"{_row_id(c, s)}: {v}" for (c, s), cases in REACHABLE.items() for v in cases],
 )
-def test_every_row_reaches_every_verdict(claim, statement, expected):
-    table, _ = claims.evaluate(REACHABLE[claim, statement][expected](), only={claim})
+def test_every_row_reaches_every_verdict(claim, statement, expected, reached):
+    table = reached(REACHABLE[claim, statement][expected])
     rows = table[(table["claim"] == claim) & (table["statement"] == statement)]
     assert rows["verdict"].tolist() == [expected], rows["measured"].tolist()
 
