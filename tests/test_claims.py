@@ -13,6 +13,7 @@ import pytest
 
 from attnscope import choices as attnscope_choices
 from attnscope import claims
+from attnscope.claims import views
 from attnscope.claims.attention import COSINE_STATEMENT
 from attnscope.evidence import Evidence, copy_share
 from tests.helpers import k3_labels, map_choices, noisy_shot_maps, row_stochastic, shot_labels, synthetic
@@ -1074,3 +1075,28 @@ def test_spread_over_init_seeds_is_a_range_not_an_interval():
     assert "| 1.000 (point) |" in text
     early = [line for line in text.splitlines() if line.startswith("| 8.2, 9.1 | Early layers")][0]
     assert "range" not in early and "point" not in early
+
+
+def test_prompt_tables_built_once_per_evaluation_equal_fresh_ones():
+    """Inside ``views.built_once`` a table with the same arguments is built once (the object again),
+    and it equals a fresh build; other arguments (a choice, a variant, metrics) get their own table,
+    and outside the block every call builds anew."""
+    trained = choices(by_choice={"full": {"row_entropy": 0.2}})
+    table = pd.concat([trained, choices("random-s0", rng=1, row_entropy=0.9)], ignore_index=True)
+    calls = [
+        (["trained"], ["row_entropy"], "words"),
+        (["trained"], ["row_entropy"], "full"),
+        (["random-s0"], ["row_entropy"], "words"),
+        (["trained"], ["self_mass", "row_entropy"], "words"),
+    ]
+    fresh = [views.prompt_table(table, *call) for call in calls]
+    assert views.prompt_table(table, *calls[0]) is not fresh[0]
+    with views.built_once():
+        built = [views.prompt_table(table, *call) for call in calls]
+        assert all(views.prompt_table(table, *call) is b for call, b in zip(calls, built, strict=True))
+    for got, expected in zip(built, fresh, strict=True):
+        np.testing.assert_array_equal(got.values, expected.values)
+        assert got.index.equals(expected.index) and got.num_layers == expected.num_layers
+    assert not np.array_equal(built[0].values, built[1].values, equal_nan=True)
+    assert not np.array_equal(built[0].values, built[2].values, equal_nan=True)
+    assert views.prompt_table(table, *calls[0]) is not built[0]

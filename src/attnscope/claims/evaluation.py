@@ -20,7 +20,7 @@ from attnscope.claims.records import (
     Thresholds,
 )
 from attnscope.claims.registry import CLAIMS
-from attnscope.claims.views import DEFAULT_BANDS, THESIS_CHOICE, band_name
+from attnscope.claims.views import DEFAULT_BANDS, THESIS_CHOICE, band_name, built_once
 from attnscope.evidence import Evidence
 from attnscope.matrices import MATRIX_FORMS
 from attnscope.store import VALUE_WEIGHTED
@@ -87,14 +87,15 @@ def _measure_all(
 ) -> list[_Row]:
     rows: dict[tuple[str, str], _Row] = {}
     wanted = None if only is None else {*only, *(c.premise for c in CLAIMS if c.claim in only and c.premise)}
-    for claim in CLAIMS if wanted is None else [c for c in CLAIMS if c.claim in wanted]:
-        for setting in settings(claim, ev, bands):
-            measured = claim.measure(ev.weighted(setting.weighting), th, setting)
-            results = measured if isinstance(measured, list) else [(claim.statement, measured)]
-            for statement, result in results:
-                row = rows.setdefault((claim.claim, statement), _Row(claim, statement))
-                if result is not None:
-                    row.results[setting] = result
+    with built_once():
+        for claim in CLAIMS if wanted is None else [c for c in CLAIMS if c.claim in wanted]:
+            for setting in settings(claim, ev, bands):
+                measured = claim.measure(ev.weighted(setting.weighting), th, setting)
+                results = measured if isinstance(measured, list) else [(claim.statement, measured)]
+                for statement, result in results:
+                    row = rows.setdefault((claim.claim, statement), _Row(claim, statement))
+                    if result is not None:
+                        row.results[setting] = result
     by_claim = {row.claim.claim: row for row in rows.values()}
     for row in rows.values():
         if row.claim.premise is not None:

@@ -5,7 +5,9 @@ variants a claim picks."""
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -89,10 +91,39 @@ PROMPT_TARGET_KEYS = [*PROMPT_KEYS, "target"]
 """A prompt's keys and its target word, the cluster the bootstrap resamples."""
 
 
+_BUILT: ContextVar[dict[tuple, tuple[pd.DataFrame, PromptTable | None]] | None] = ContextVar(
+    "prompt_tables", default=None
+)
+
+
+@contextmanager
+def built_once() -> Iterator[None]:
+    """Inside the block each :func:`prompt_table` is built once (one evaluation's settings, e.g.
+    its layer bands, read the same tables; a table is read, never changed)."""
+    token = _BUILT.set({})
+    try:
+        yield
+    finally:
+        _BUILT.reset(token)
+
+
 def prompt_table(
     table: pd.DataFrame, variants: Sequence[str], metrics: Sequence[str], choice: str | None = None
 ) -> PromptTable | None:
-    """The rows of ``variants`` (under ``choice``) as a :class:`PromptTable` of ``metrics``."""
+    """The rows of ``variants`` (under ``choice``) as a :class:`PromptTable` of ``metrics``
+    (inside :func:`built_once`, built once per table and arguments)."""
+    built = _BUILT.get()
+    if built is None:
+        return _prompt_table(table, variants, metrics, choice)
+    key = (id(table), tuple(variants), tuple(metrics), choice)
+    if key not in built:  # the frame is kept with its table, so its id is not reused meanwhile
+        built[key] = (table, _prompt_table(table, variants, metrics, choice))
+    return built[key][1]
+
+
+def _prompt_table(
+    table: pd.DataFrame, variants: Sequence[str], metrics: Sequence[str], choice: str | None
+) -> PromptTable | None:
     rows = table[table["variant"].isin(variants)] if "variant" in table else table.iloc[:0]
     if choice is not None and len(rows):
         rows = rows[rows["choice"] == choice]
