@@ -296,8 +296,14 @@ def main() -> None:
     parser.add_argument(
         "--profile", type=Path, help="only print the profile of this finished run's directory"
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="with --profile: record the job seconds of this earlier cold run (the bar's reference) "
+        "without comparing outputs, for a run whose outputs differ from it on purpose",
+    )
     args = parser.parse_args()
-    if args.profile and args.compare:  # the cold run finished before the reference did
+    if args.profile and (args.compare or args.baseline):  # the cold run finished before the reference did
         result_path = (
             Path(__file__).resolve().parent
             / "out"
@@ -306,11 +312,13 @@ def main() -> None:
         result = json.loads(result_path.read_text())
         if Path(result["workdir"]) != args.profile:
             raise SystemExit(f"{result_path} holds the run in {result['workdir']}, not {args.profile}")
-        result |= comparison(args.profile, args.compare, args.tolerance)
+        if args.compare:
+            result |= comparison(args.profile, args.compare, args.tolerance)
+        else:
+            result |= {"baseline": str(args.baseline), "compared_profile": profile(args.baseline)}
         result_path.write_text(json.dumps(result, indent=2) + "\n")
-        print(
-            json.dumps({key: result[key] for key in ("compared_with", "tolerances", "differences")}, indent=2)
-        )
+        shown = ("compared_with", "tolerances", "differences") if args.compare else ("baseline",)
+        print(json.dumps({key: result[key] for key in shown}, indent=2))
         return
     if args.profile:
         print(json.dumps(profile(args.profile), indent=2))

@@ -141,7 +141,8 @@ def workflow(r: Result) -> list[str]:
         before = r.get("compared_profile.job_s")
         if before and "job_s" in bars:
             bar = JOB_SECONDS_BAR * before
-            target = (f"≤ {JOB_SECONDS_BAR} × {seconds(before)}", profile["job_s"] <= bar)
+            of = f" (`{r['baseline']}`)" if r.get("baseline") else ""
+            target = (f"≤ {JOB_SECONDS_BAR} × {seconds(before)}{of}", profile["job_s"] <= bar)
         else:
             target = held("job_s", profile["job_s"])
         rows += [
@@ -642,7 +643,10 @@ SECTIONS: dict[str, tuple[str, str, Callable[[Result], list[str]]]] = {
         "a config key asks, because no table, figure, claim or explorer view of the default run reads them: "
         "the kept heads' singular values (`attention.head_spectra`; the metrics table's `effective_rank` and "
         "`epsilon_rank` of head rows come from them) and the greedy clue under each knockout "
-        "(`knockout.greedy`).",
+        "(`knockout.greedy`). `a6a49a9`: the default run of the commit before the speed work began, "
+        "run whole on the same machine the same morning, the reference of the job-seconds bar (the "
+        "default run's ≤ 0.6 × its, `bench_workflow.py --profile RUN --baseline A6RUN`; its outputs "
+        "differ on purpose: the science work landed between).",
         workflow,
     ),
     "attention": (

@@ -125,3 +125,26 @@ def test_differences_allow_only_named_columns_their_tolerance_and_float16_one_st
     found = bench.differences(far, reference, {"entropy": 1.0, "attn": 0.0})
     assert found == ["m.parquet: label: values differ", "s.zarr/p0/attn: max |Δ| 0.000977 > 0"]
     assert bench.differences(far, reference, {"attn": 1e-3}) == ["m.parquet: label: values differ"]
+
+
+@pytest.mark.parametrize(("job_s", "met"), [(590.0, "yes"), (610.0, "**no**")])
+def test_the_default_runs_job_seconds_are_held_to_its_baselines_share(job_s, met):
+    """With a baseline run's profile (``--baseline``), the default run's job seconds are held to
+    0.6 × the baseline's, which the row names; over it the row says so."""
+    spec = importlib.util.spec_from_file_location(
+        "render_performance", ROOT / "benchmarks" / "render_performance.py"
+    )
+    render = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = render
+    spec.loader.exec_module(render)
+    profile = {"job_s": job_s, "job_cpu_s": 500.0, "critical_path_s": 100.0, "critical_path": [], "rules": {}}
+    result = render.Result(
+        "workflow",
+        {
+            "cores": 2, "cold_run_s": 400.0, "cold_run_jobs": 10, "noop_rerun_s": 2.0, "noop_rerun_jobs": 0,
+            "cold_run_profile": profile, "baseline": "/runs/a6",
+            "compared_profile": {"job_s": 1000.0, "rules": {}},
+        },
+    )  # fmt: skip
+    [row] = [line for line in render.workflow(result) if line.startswith("| job seconds")]
+    assert "≤ 0.6 × 1000 s (`/runs/a6`)" in row and row.endswith(f"| {met} |"), row
