@@ -59,23 +59,20 @@ for _loader in (_UniqueKeyLoader, _FastUniqueKeyLoader):
 def check_yaml_file(path: str | Path) -> None:
     """Raise :class:`ConfigError` if a YAML config file is not valid YAML (its file, line and
     column: Snakemake's own message has neither) or repeats a key."""
-    with open(path, encoding="utf-8") as handle:
-        try:
-            yaml.load(handle, Loader=_FastUniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
-            return
-        except yaml.MarkedYAMLError:
-            pass
-    with open(path, encoding="utf-8") as handle:
-        try:
-            yaml.load(handle, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-            context = f" ({exc.context} on line {exc.context_mark.line + 1})" if exc.context_mark else ""
-            raise ConfigError(
-                f"{where}: not valid YAML: {exc.problem}{context}; fix that line (indent with spaces, "
-                "not tabs; quote a value that holds ': ' or ' #')"
-            ) from None
+    for loader in (_FastUniqueKeyLoader, _UniqueKeyLoader):  # the second words a syntax error
+        with open(path, encoding="utf-8") as handle:
+            try:
+                yaml.load(handle, Loader=loader)  # noqa: S506 - SafeLoader subclasses
+                return
+            except yaml.MarkedYAMLError as exc:
+                error = exc
+    mark = error.problem_mark or error.context_mark
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+    context = f" ({error.context} on line {error.context_mark.line + 1})" if error.context_mark else ""
+    raise ConfigError(
+        f"{where}: not valid YAML: {error.problem}{context}; fix that line (indent with spaces, "
+        "not tabs; quote a value that holds ': ' or ' #')"
+    )
 
 
 def load_schema(path: str | Path) -> dict[str, Any]:
