@@ -5,6 +5,7 @@ tests only)."""
 from __future__ import annotations
 
 import copy
+import gc
 import os
 import shutil
 import sys
@@ -36,6 +37,12 @@ def torch_threads() -> Iterator[None]:
     torch.set_num_threads(threads)
     with threadpool_limits(threads, "blas"):
         yield
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The modules and objects collection loaded live as long as the run: gc.freeze moves them out
+    of the collector's sight, so its full collections walk only what the tests make."""
+    gc.freeze()
 
 
 def workflow_config() -> dict:
