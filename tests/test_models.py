@@ -1,5 +1,6 @@
 """Model preparation and loading, variants' weight edits, device and package errors."""
 
+import functools
 import json
 import shutil
 
@@ -224,12 +225,19 @@ def assert_same_model(model: torch.nn.Module, reference: torch.nn.Module) -> Non
         assert torch.equal(model(ids).logits, reference(ids).logits)
 
 
+@functools.cache
+def prepared_tokenizer(model_dir):
+    """A prepared model's tokenizer, read once per directory (the tiny configs read its vocabulary
+    and special tokens only)."""
+    return prepared.load_tokenizer(model_dir)
+
+
 def tiny_cache(family: str, prepared_dir, out) -> None:
     """A prepared directory at ``out`` whose weights are a seeded tiny random model of ``family``
     (``prepared_dir``'s manifest and tokenizer, whose vocabulary the model takes)."""
     shutil.copytree(prepared_dir, out)
     config = models.tiny_random_config(
-        tiny_spec(family, num_kv_heads=4, sliding_window=4), prepared.load_tokenizer(prepared_dir)
+        tiny_spec(family, num_kv_heads=4, sliding_window=4), prepared_tokenizer(prepared_dir)
     )
     config.tie_word_embeddings = family == "llama"  # tied, as SmolLM2's are
     torch.manual_seed(0)
