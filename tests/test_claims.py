@@ -54,31 +54,27 @@ def choices(
 ) -> pd.DataFrame:
     """Head-mean rows per prompt × layer × choice: BASE unless given per layer (a list) or as a
     constant, plus per-prompt noise N(0, noise) so that intervals have a width."""
-    generator = np.random.default_rng(rng)
-    rows = []
-    for seed in seeds:
-        experiment = "animals-k3" if seed == seeds[0] else f"animals-k3-seed{seed}"
-        for prompt in range(prompts):
-            shift = generator.normal(0.0, noise)
-            for choice in CHOICES:
-                given = {**per_layer, **(by_choice or {}).get(choice, {})}
-                for layer in range(LAYERS):
-                    row = {
-                        "variant": variant,
-                        "experiment": experiment,
-                        "seed": seed,
-                        "prompt_index": prompt,
-                        "target": f"t{prompt}",
-                        "layer": layer,
-                        "choice": choice,
-                        **BASE,
-                    }
-                    for name, values in given.items():
-                        row[name] = values[layer] if np.ndim(values) else values
-                    for name in BASE:
-                        row[name] += shift
-                    rows.append(row)
-    return pd.DataFrame(rows)
+    shift = np.random.default_rng(rng).normal(0.0, noise, (len(seeds), prompts))  # drawn in row order
+    shape = (len(seeds), prompts, len(CHOICES), LAYERS)  # the rows' order: seed, prompt, choice, layer
+    index = np.indices(shape).reshape(len(shape), -1)
+    experiments = ["animals-k3" if seed == seeds[0] else f"animals-k3-seed{seed}" for seed in seeds]
+    columns = {
+        "variant": [variant] * index.shape[1],
+        "experiment": np.asarray(experiments, dtype=object)[index[0]],
+        "seed": np.asarray(seeds, dtype=np.int64)[index[0]],
+        "prompt_index": index[1],
+        "target": np.asarray([f"t{p}" for p in range(prompts)], dtype=object)[index[1]],
+        "layer": index[3],
+        "choice": np.asarray(CHOICES, dtype=object)[index[2]],
+    }
+    given = [{**per_layer, **(by_choice or {}).get(choice, {})} for choice in CHOICES]
+    for name in [*BASE, *dict.fromkeys(n for g in given for n in g if n not in BASE)]:
+        value = np.full(shape[2:], np.nan)  # [choice, layer]
+        for c, g in enumerate(given):
+            value[c] = g.get(name, BASE.get(name, np.nan))
+        value = np.broadcast_to(value, shape) + (shift[:, :, None, None] if name in BASE else 0.0)
+        columns[name] = value.reshape(-1)
+    return pd.DataFrame(columns)
 
 
 def bands(early: float, middle: float, late: float) -> list[float]:
