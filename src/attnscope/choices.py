@@ -401,19 +401,19 @@ def _row_jump(values: np.ndarray, distance: np.ndarray, kind: np.ndarray, near: 
     :data:`MIN_SIDE_KEYS` keys or the segments confound the cutoff (a design not of full rank)."""
     jump = np.full(values.shape[1], np.nan)
     measured = values > FLOAT16_STEP
-    if measured.all():  # the common case, without np.unique's sort of the columns
-        patterns, of_layer = measured[:, :1], np.zeros(values.shape[1], dtype=np.intp)
-    else:
-        patterns, of_layer = np.unique(measured, axis=1, return_inverse=True)  # layers sharing their keys
-    for pattern, keys in enumerate(patterns.T):
+    if measured.all():  # the common case, without np.unique's sort of the columns or copies
+        groups = [(slice(None), slice(None))]
+    else:  # layers sharing their measured keys
+        patterns, of_layer = np.unique(measured, axis=1, return_inverse=True)
+        groups = [(keys, of_layer.ravel() == pattern) for pattern, keys in enumerate(patterns.T)]
+    for keys, layers in groups:
         side = near[keys]
-        if min(side.sum(), (~side).sum()) < MIN_SIDE_KEYS:
+        n_near = np.count_nonzero(side)
+        if min(n_near, len(side) - n_near) < MIN_SIDE_KEYS:
             continue
-        segments = np.eye(kind.max() + 1)[kind[keys]]
-        design = np.column_stack(
-            [np.ones(len(side)), side, distance[keys], segments[:, segments.any(axis=0)][:, 1:]]
-        )
-        layers = of_layer.ravel() == pattern
+        _, segment = np.unique(kind[keys], return_inverse=True)  # the segments present, in code order
+        segments = segment[:, None] == np.arange(1, segment.max() + 1)  # one-hot, the first left out
+        design = np.column_stack([np.ones(len(side)), side, distance[keys], segments])
         coefficients, _, rank, _ = np.linalg.lstsq(design, np.log(values[keys][:, layers]), rcond=None)
         if rank == design.shape[1]:
             jump[layers] = coefficients[1]
