@@ -31,10 +31,32 @@ def loaded_by(statements: str) -> frozenset[str]:
     return frozenset(json.loads(out))
 
 
-def capture_imports() -> frozenset[str]:
-    """What the extraction script loads (torch, the model classes): the import the checks' own
-    checks use, shared with its script test (one interpreter for all of them)."""
-    return loaded_by(script_imports("extract_attention.py"))
+@functools.cache
+def loaded_in_turn(*stages: str) -> tuple[frozenset[str], ...]:
+    """The modules loaded after each of the import ``stages``, run in turn in one fresh interpreter:
+    what is not loaded after a stage, neither it nor a stage before it loads (one interpreter for
+    several checks; a stage's own interpreter only where one before it may be the one loading)."""
+    snapshots = "".join(f"{stage}\nloaded.append(sorted(sys.modules))\n" for stage in stages)
+    code = f"import json, sys\nloaded = []\n{snapshots}print(json.dumps(loaded))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return tuple(frozenset(names) for names in json.loads(out))
+
+
+def unwanted_loaded(chain: tuple[str, ...], stage: int, unwanted: set[str]) -> frozenset[str]:
+    """What of ``unwanted`` the ``stage`` of ``chain`` loads: nothing if the chain has loaded none
+    of it by then, else what the stage's own interpreter loads."""
+    if not loaded_in_turn(*chain)[stage] & unwanted:
+        return frozenset()
+    return loaded_by(chain[stage]) & unwanted
+
+
+def loads(chain: tuple[str, ...], stage: int, module: str) -> bool:
+    """Whether the ``stage`` of ``chain`` loads ``module`` (the checks' own checks): loaded by it
+    in the chain, or, where a stage before it loaded the module already, in its own interpreter."""
+    before = loaded_in_turn(*chain)[stage - 1] if stage else frozenset()
+    if module not in before:
+        return module in loaded_in_turn(*chain)[stage]
+    return module in loaded_by(chain[stage])
 
 
 def script_imports(name: str) -> str:
@@ -59,6 +81,52 @@ LIGHT_MODULES = (
 )
 
 
+TOKENIZER_SIDE = {MODEL_CLASSES, "attnscope.models"}
+"""What building prompts, converting SmolLM2's tokenizer and reading a prepared model do not load."""
+SCRIPTS_UNUSED = {
+    "figures_spectra.py": {"torch", "transformers", "attnscope.spectra", "attnscope.models"},
+    "build_prompts.py": TOKENIZER_SIDE,
+    "smollm2_tokenizer.py": TOKENIZER_SIDE,
+    "extract_attention.py": {"sacrebleu"},
+}
+
+
+def snakefile_imports() -> str:
+    """The attnscope imports of the Snakefile and its rule files (what every snakemake command,
+    and every job on a cluster, loads while it parses the workflow)."""
+    sources = [REPO / "Snakefile", *sorted((REPO / "rules").glob("*.smk"))]
+    lines = (line for path in sources for line in path.read_text().splitlines())
+    return "\n".join(line for line in lines if line.startswith("from attnscope"))
+
+
+def tokenizer_side() -> str:
+    """The scripts of :data:`TOKENIZER_SIDE` and the prepared model's reader, imported together."""
+    scripts = [script_imports(s) for s, unused in SCRIPTS_UNUSED.items() if unused is TOKENIZER_SIDE]
+    return "\n".join([*scripts, "import attnscope.prepared"])
+
+
+LIGHT_CHAIN = (
+    "\n".join(f"import {name}" for name in LIGHT_MODULES),
+    "import attnscope.plots.maps",
+    script_imports("figures_spectra.py"),
+)
+"""The light modules, then a plotting module (matplotlib), then the spectra figures' script."""
+MODEL_CHAIN = (
+    snakefile_imports(),
+    "import attnscope.effects",  # scipy.stats
+    tokenizer_side(),
+    script_imports("extract_attention.py"),
+)
+"""The workflow's parse, then the statistics, the tokenizer side, the extraction: each loads what
+the ones before it do not want."""
+SCRIPT_STAGES = {
+    "figures_spectra.py": (LIGHT_CHAIN, 2),
+    "build_prompts.py": (MODEL_CHAIN, 2),
+    "smollm2_tokenizer.py": (MODEL_CHAIN, 2),
+    "extract_attention.py": (MODEL_CHAIN, 3),
+}
+
+
 @pytest.mark.parametrize("module", LIGHT_MODULES)
 def test_no_heavy_imports(module):
     """The figures' data reader and the explorer's server draw nothing with matplotlib (the
@@ -71,26 +139,9 @@ def test_no_heavy_imports(module):
     unwanted = {*HEAVY, "attnscope.plots"}
     # One interpreter imports them all: what none of them loads, each does not; a module's own
     # interpreter only where the union holds something unwanted, to name the module.
-    if loaded_by("\n".join(f"import {name}" for name in LIGHT_MODULES)) & unwanted:
+    if unwanted_loaded(LIGHT_CHAIN, 0, unwanted):
         loaded = imported_after(module)
         assert not loaded & unwanted, f"{module} imports {sorted(loaded & unwanted)}"
-
-
-TOKENIZER_SIDE = {MODEL_CLASSES, "attnscope.models"}
-"""What building prompts, converting SmolLM2's tokenizer and reading a prepared model do not load."""
-SCRIPTS_UNUSED = {
-    "figures_spectra.py": {"torch", "transformers", "attnscope.spectra", "attnscope.models"},
-    "build_prompts.py": TOKENIZER_SIDE,
-    "smollm2_tokenizer.py": TOKENIZER_SIDE,
-    "extract_attention.py": {"sacrebleu"},
-}
-
-
-def tokenizer_side_imports() -> frozenset[str]:
-    """What the scripts and the reader of :data:`TOKENIZER_SIDE` load together, in one interpreter:
-    what none of them loads, each does not (a member's own interpreter only names the culprit)."""
-    scripts = [script_imports(s) for s, unused in SCRIPTS_UNUSED.items() if unused is TOKENIZER_SIDE]
-    return loaded_by("\n".join([*scripts, "import attnscope.prepared"]))
 
 
 @pytest.mark.parametrize(("script", "unused"), SCRIPTS_UNUSED.items())
@@ -99,36 +150,28 @@ def test_scripts_load_only_what_they_use(script, unused):
     and converting SmolLM2's tokenizer from its GGUF need a tokenizer, not the model classes that
     loading a model imports; the extraction runs generation's shared prefill, not its clue scores
     (chrF)."""
-    if unused is TOKENIZER_SIDE and not tokenizer_side_imports() & unused:
-        return
-    loaded = loaded_by(script_imports(script))
-    assert not loaded & unused, f"scripts/{script} imports {sorted(loaded & unused)}"
+    chain, stage = SCRIPT_STAGES[script]
+    if unwanted_loaded(chain, stage, unused):  # a script's own interpreter names the culprit
+        loaded = loaded_by(script_imports(script))
+        assert not loaded & unused, f"scripts/{script} imports {sorted(loaded & unused)}"
 
 
 def test_prepared_model_reader_loads_no_model_classes():
     """The manifest and tokenizer of a prepared model come without the model classes."""
-    if tokenizer_side_imports() & TOKENIZER_SIDE:
+    if unwanted_loaded(MODEL_CHAIN, 2, TOKENIZER_SIDE):
         loaded = imported_after("attnscope.prepared")
         assert MODEL_CLASSES not in loaded and "attnscope.models" not in loaded
-    assert MODEL_CLASSES in capture_imports()  # the check can fail
-
-
-def snakefile_imports() -> str:
-    """The attnscope imports of the Snakefile and its rule files (what every snakemake command,
-    and every job on a cluster, loads while it parses the workflow)."""
-    sources = [REPO / "Snakefile", *sorted((REPO / "rules").glob("*.smk"))]
-    lines = (line for path in sources for line in path.read_text().splitlines())
-    return "\n".join(line for line in lines if line.startswith("from attnscope"))
+    assert loads(MODEL_CHAIN, 3, MODEL_CLASSES)  # the check can fail: the extraction loads them
 
 
 def test_the_workflow_parses_without_scipy_or_a_model_library():
     """Parsing the workflow plans the knockouts and reads configs and manifests; the statistics
     (scipy.stats: 0.6 s to import) and the model libraries load in the jobs that use them."""
-    statements = snakefile_imports()
+    statements = MODEL_CHAIN[0]
     assert "import variants" in statements and "import config" in statements
-    loaded = loaded_by(statements)
-    assert not loaded & {"scipy", *HEAVY}, f"the Snakefile imports {sorted(loaded & {'scipy', *HEAVY})}"
-    assert "scipy" in imported_after("attnscope.effects")  # the check can fail
+    loaded = unwanted_loaded(MODEL_CHAIN, 0, {"scipy", *HEAVY})
+    assert not loaded, f"the Snakefile imports {sorted(loaded)}"
+    assert loads(MODEL_CHAIN, 1, "scipy")  # the check can fail
 
 
 def test_the_store_reader_of_the_package_loads_no_model_library():
@@ -137,12 +180,22 @@ def test_the_store_reader_of_the_package_loads_no_model_library():
     loaded = loaded_by("import attnscope\nattnscope.open_attention")
     assert "attnscope.store" in loaded, "the check must reach the reader"
     assert not loaded & set(HEAVY), f"attnscope.open_attention imports {sorted(loaded & set(HEAVY))}"
-    assert "torch" in capture_imports()  # the check can fail
+    assert loads(MODEL_CHAIN, 2, "torch")  # the check can fail: a tokenizer's transformers load torch
 
 
 def test_check_sees_a_heavy_import():
     """The check above can fail: a plotting module does load matplotlib."""
-    assert "matplotlib" in imported_after("attnscope.plots.maps")
+    assert loads(LIGHT_CHAIN, 1, "matplotlib")
+
+
+def test_a_chain_names_what_a_stage_loads_where_one_before_it_loaded_it_too():
+    """A stage's check is its own: a module a stage before it loaded is looked up in the stage's own
+    interpreter, both ways (fractions loads decimal, csv does not; nothing here loads tomllib)."""
+    chain = ("import fractions", "import fractions\nimport csv")
+    assert loads(chain, 1, "decimal") and not loads(chain, 1, "tomllib")
+    assert unwanted_loaded(chain, 1, {"decimal", "tomllib"}) == {"decimal"}
+    assert not unwanted_loaded(("import csv", *chain), 0, {"decimal"})
+    assert unwanted_loaded(("import csv", *chain), 1, {"decimal"}) == {"decimal"}
 
 
 def imported_test_files(path: Path) -> list[str]:
