@@ -3,15 +3,18 @@
     python benchmarks/bench_workflow.py [--cores 2] [--workdir DIR] [--compare DIR] [--config FILE]
     python benchmarks/bench_workflow.py --profile DIR     # only the profile of a finished run
     python benchmarks/bench_workflow.py --profile DIR --compare REF  # add the comparison to DIR's JSON
+    python benchmarks/bench_workflow.py --noop DIR        # measure DIR's no-op rerun again, into its JSON
 
 Runs `snakemake --cores N` on this checkout's config.yaml (or ``--config FILE``, e.g.
 config/examples/two_models.yaml, in its place: benchmarks/out/workflow-{stem}.json) and sample
 data in a new working directory (nothing cached: the model is prepared from the GGUF, every job
-runs), then the same command again, which must run no job. With ``--compare DIR`` (the working directory of
-an earlier cold run), also checks determinism: every Parquet table byte-identical and
-every Zarr array equal — except the columns and arrays named in ``TOLERANCES`` (or by
-``--tolerance NAME=ABS``), which may move by that much, and float16 arrays, which may move by one
-float16 step; and the job seconds of the earlier run beside this one's. Writes
+runs), then the same command again, which must run no job: ``--noop-repeats`` times (default 3;
+the median is the figure), each beside `snakemake --version`, Snakemake's own start in this
+environment (its imports and plugins, no workflow), the floor under any no-op rerun. With
+``--compare DIR`` (the working directory of an earlier cold run), also checks determinism: every
+Parquet table byte-identical and every Zarr array equal — except the columns and arrays named in
+``TOLERANCES`` (or by ``--tolerance NAME=ABS``), which may move by that much, and float16 arrays,
+which may move by one float16 step; and the job seconds of the earlier run beside this one's. Writes
 benchmarks/out/workflow.json, with the 1-minute load average before and after the cold run (other
 jobs on the machine slow it: the run alone reads ~N), and the cold run's profile: per rule its jobs,
 their summed wall and CPU seconds (the Snakemake benchmark TSVs) and the seconds it holds of the
@@ -27,6 +30,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,6 +55,26 @@ def snakemake(workdir: Path, cores: int) -> tuple[float, str]:
     if run.returncode != 0:
         raise SystemExit(f"snakemake failed in {workdir}:\n{run.stderr[-4000:]}")
     return seconds, run.stdout + run.stderr
+
+
+def noop_reruns(workdir: Path, cores: int, repeats: int) -> dict[str, object]:
+    """The no-op rerun of the finished run in ``workdir``, ``repeats`` times, each beside
+    `snakemake --version` (Snakemake's own start), alternating: medians and every time."""
+    reruns, starts, jobs = [], [], 0
+    for _ in range(repeats):
+        seconds, log = snakemake(workdir, cores)
+        reruns.append(round(seconds, 2))
+        jobs += log.count("Finished jobid")
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "snakemake", "--version"], capture_output=True, check=True)
+        starts.append(round(time.perf_counter() - start, 2))
+    return {
+        "noop_rerun_s": round(statistics.median(reruns), 2),
+        "noop_rerun_runs_s": reruns,
+        "noop_rerun_jobs": jobs,
+        "snakemake_start_s": round(statistics.median(starts), 2),
+        "snakemake_start_runs_s": starts,
+    }
 
 
 def zarr_arrays(store: Path) -> dict[str, np.ndarray]:
@@ -302,7 +326,31 @@ def main() -> None:
         help="with --profile: record the job seconds of this earlier cold run (the bar's reference) "
         "without comparing outputs, for a run whose outputs differ from it on purpose",
     )
+    parser.add_argument(
+        "--noop-repeats", type=int, default=3, help="no-op reruns, each beside `snakemake --version`"
+    )
+    parser.add_argument(
+        "--noop", type=Path, help="only measure this finished run's no-op rerun again, into its JSON"
+    )
     args = parser.parse_args()
+    if args.noop:  # a later commit's parse and DAG on the same finished run
+        result_path = (
+            Path(__file__).resolve().parent
+            / "out"
+            / (f"workflow-{args.config.stem}.json" if args.config else "workflow.json")
+        )
+        result = json.loads(result_path.read_text())
+        if Path(result["workdir"]) != args.noop:
+            raise SystemExit(f"{result_path} holds the run in {result['workdir']}, not {args.noop}")
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from common import git_commit
+
+        result |= noop_reruns(args.noop, args.cores, args.noop_repeats) | {"noop_commit": git_commit()}
+        result_path.write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps({k: v for k, v in result.items() if "noop" in k or "snakemake" in k}, indent=2))
+        if result["noop_rerun_jobs"]:
+            raise SystemExit("the rerun ran jobs")
+        return
     if args.profile and (args.compare or args.baseline):  # the cold run finished before the reference did
         result_path = (
             Path(__file__).resolve().parent
@@ -335,15 +383,13 @@ def main() -> None:
     cold_s, cold_log = snakemake(workdir, args.cores)
     load_after = os.getloadavg()[0]
     jobs = cold_log.count("Finished jobid")
-    noop_s, noop_log = snakemake(workdir, args.cores)
     result = {
         "cores": args.cores,
         "workdir": str(workdir),
         "cold_run_s": round(cold_s, 1),
         "cold_run_jobs": jobs,
         "load_average_1min_before_after": [round(load_before, 2), round(load_after, 2)],
-        "noop_rerun_s": round(noop_s, 2),
-        "noop_rerun_jobs": noop_log.count("Finished jobid"),
+        **noop_reruns(workdir, args.cores, args.noop_repeats),
         "cold_run_profile": profile(workdir),
     }
     if args.compare:

@@ -114,6 +114,14 @@ WORKFLOW_BARS = {
 (cold run, no-op rerun, job seconds), the families example's of issue 42 (≤ 5 min on 2 cores)."""
 
 
+def noop_runs(r: Result) -> str:
+    """The reruns a no-op figure is the median of, and the commit they ran at if not the cold run's."""
+    if not r.get("noop_rerun_runs_s"):
+        return ""
+    at = f" at `{r['noop_commit'][:12]}`" if r.get("noop_commit") else ""
+    return f"; median of {', '.join(seconds(s) for s in r['noop_rerun_runs_s'])}{at}"
+
+
 def workflow(r: Result) -> list[str]:
     default = r.name == "workflow"
     bars = WORKFLOW_BARS.get(r.name, {})
@@ -132,11 +140,19 @@ def workflow(r: Result) -> list[str]:
             *held("cold_run_s", r["cold_run_s"]),
         ),
         Row(
-            f"no-op rerun ({r['noop_rerun_jobs']} jobs run)",
+            f"no-op rerun ({r['noop_rerun_jobs']} jobs run{noop_runs(r)})",
             seconds(r["noop_rerun_s"]),
             *held("noop_rerun_s", r["noop_rerun_s"], r["noop_rerun_jobs"] == 0),
         ),
     ]
+    if r.get("snakemake_start_s"):
+        rows.append(
+            Row(
+                "Snakemake's own start beside it (`snakemake --version`: its imports and plugins, "
+                f"no workflow; median of {', '.join(seconds(s) for s in r['snakemake_start_runs_s'])})",
+                seconds(r["snakemake_start_s"]),
+            )
+        )
     if "job_s" in profile:
         before = r.get("compared_profile.job_s")
         if before and "job_s" in bars:

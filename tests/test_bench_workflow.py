@@ -127,16 +127,21 @@ def test_differences_allow_only_named_columns_their_tolerance_and_float16_one_st
     assert bench.differences(far, reference, {"attn": 1e-3}) == ["m.parquet: label: values differ"]
 
 
-@pytest.mark.parametrize(("job_s", "met"), [(590.0, "yes"), (610.0, "**no**")])
-def test_the_default_runs_job_seconds_are_held_to_its_baselines_share(job_s, met):
-    """With a baseline run's profile (``--baseline``), the default run's job seconds are held to
-    0.6 × the baseline's, which the row names; over it the row says so."""
+@pytest.fixture(scope="module")
+def render():
     spec = importlib.util.spec_from_file_location(
         "render_performance", ROOT / "benchmarks" / "render_performance.py"
     )
-    render = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = render
-    spec.loader.exec_module(render)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(("job_s", "met"), [(590.0, "yes"), (610.0, "**no**")])
+def test_the_default_runs_job_seconds_are_held_to_its_baselines_share(render, job_s, met):
+    """With a baseline run's profile (``--baseline``), the default run's job seconds are held to
+    0.6 × the baseline's, which the row names; over it the row says so."""
     profile = {"job_s": job_s, "job_cpu_s": 500.0, "critical_path_s": 100.0, "critical_path": [], "rules": {}}
     result = render.Result(
         "workflow",
@@ -148,3 +153,35 @@ def test_the_default_runs_job_seconds_are_held_to_its_baselines_share(job_s, met
     )  # fmt: skip
     [row] = [line for line in render.workflow(result) if line.startswith("| job seconds")]
     assert "≤ 0.6 × 1000 s (`/runs/a6`)" in row and row.endswith(f"| {met} |"), row
+
+
+@pytest.mark.parametrize(("runs", "met"), [([2.9, 2.7, 3.4], "yes"), ([3.1, 2.7, 3.4], "**no**")])
+def test_the_no_op_is_the_median_of_its_reruns_beside_snakemakes_own_start(render, runs, met):
+    """The no-op figure is the median of the reruns (one slow rerun does not decide it; the middle
+    one does), each listed, with the commit they ran at and Snakemake's own start beside them."""
+    profile = {"job_s": 500.0, "job_cpu_s": 400.0, "critical_path_s": 100.0, "critical_path": [], "rules": {}}
+    result = render.Result(
+        "workflow",
+        {
+            "cores": 2, "cold_run_s": 400.0, "cold_run_jobs": 10, "noop_rerun_jobs": 0,
+            "noop_rerun_s": sorted(runs)[1], "noop_rerun_runs_s": runs, "noop_commit": "0123456789abcdef",
+            "snakemake_start_s": 2.3, "snakemake_start_runs_s": [2.3, 2.2, 2.4], "cold_run_profile": profile,
+        },
+    )  # fmt: skip
+    lines = render.workflow(result)
+    [noop] = [line for line in lines if line.startswith("| no-op rerun")]
+    listed = ", ".join(f"{s:.2f} s" for s in runs)
+    assert f"median of {listed} at `0123456789ab`" in noop and noop.endswith(f"| ≤ 3 s | {met} |"), noop
+    [start] = [line for line in lines if line.startswith("| Snakemake's own start")]
+    assert "| 2.30 s |" in start
+
+
+@pytest.mark.integration
+def test_noop_reruns_time_each_rerun_beside_snakemakes_start(bench, tiny_default_run):
+    """On a finished run: no job runs, every rerun and start is timed, the figures are their medians."""
+    measured = bench.noop_reruns(tiny_default_run, 2, 3)
+    assert measured["noop_rerun_jobs"] == 0
+    for figure in ("noop_rerun", "snakemake_start"):
+        runs = measured[f"{figure}_runs_s"]
+        assert len(runs) == 3 and all(s > 0 for s in runs)
+        assert measured[f"{figure}_s"] == sorted(runs)[1]
