@@ -11,11 +11,20 @@ import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def read_yaml(path: Path) -> Any:
+    """A YAML file of this checkout, read by libyaml's safe loader as the workflow reads its config
+    (``attnscope.configfile.FAST_LOADER``; the pure-Python loader takes ~10× as long)."""
+    from attnscope.configfile import FAST_LOADER
+
+    return yaml.load(path.read_text(), Loader=FAST_LOADER)
 
 
 def snakemake_command(workdir: Path, *args: str) -> list[str]:
@@ -48,10 +57,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def workflow_config() -> dict:
     """config.yaml with the test models of tests/configs/tiny-models.yaml and the data paths
     made absolute, so that a run in any working directory finds this checkout's files."""
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
-    config["models"].update(
-        yaml.safe_load((REPO / "tests" / "configs" / "tiny-models.yaml").read_text())["models"]
-    )
+    config = read_yaml(REPO / "config.yaml")
+    config["models"].update(read_yaml(REPO / "tests" / "configs" / "tiny-models.yaml")["models"])
     for entry in config["data"]["clue_files"]:
         entry["path"] = str(REPO / entry["path"])
     config["data"]["targets"] = {c: str(REPO / p) for c, p in config["data"]["targets"].items()}
@@ -180,7 +187,7 @@ def embedded_model_dir(embedded_model_run) -> Path:
 
 def embedded_spec() -> dict:
     """The embedded SmolLM2's spec as config.yaml gives it (init std included)."""
-    return yaml.safe_load((REPO / "config.yaml").read_text())["models"]["smollm2"]
+    return read_yaml(REPO / "config.yaml")["models"]["smollm2"]
 
 
 @pytest.fixture(scope="session")
@@ -188,7 +195,7 @@ def sample_clues():
     """The clues table of the sample data, as the default config imports it."""
     from attnscope import data
 
-    entries = yaml.safe_load((REPO / "config.yaml").read_text())["data"]["clue_files"]
+    entries = read_yaml(REPO / "config.yaml")["data"]["clue_files"]
     clues, _ = data.import_clues([{**e, "path": str(REPO / e["path"])} for e in entries])
     return clues
 

@@ -31,7 +31,7 @@ from zarr.codecs import BloscCodec
 
 from attnscope import architecture, attention, choices, chunks, metrics, promptgroup, prompts, store, streamed
 from attnscope.explorer import StoreReader, make_server
-from tests.conftest import REPO, snakemake_command, workflow_config
+from tests.conftest import REPO, read_yaml, snakemake_command, workflow_config
 
 # --- what each head writes, from the model's own forward ---
 
@@ -791,7 +791,7 @@ def write_config(workdir: Path, config: dict) -> None:
 
 def example_config(name: str) -> dict:
     """An example config from config/examples with its paths made absolute."""
-    config = yaml.safe_load((REPO / "config" / "examples" / f"{name}.yaml").read_text())
+    config = read_yaml(REPO / "config" / "examples" / f"{name}.yaml")
     for entry in config["data"]["clue_files"]:
         entry["path"] = str(REPO / entry["path"])
     config["data"]["targets"] = {c: str(REPO / p) for c, p in config["data"]["targets"].items()}
