@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from attnscope import effects, generation, knockout, plots, prompts, variants
+from attnscope import edgesets, effects, generation, knockout, plots, prompts, variants
 from tests.helpers import synthetic
 
 OPTIONS = {"edges": ["target-shotwords", "control-target-shotwords"], "window": 10, "stride": None,
@@ -179,7 +179,7 @@ def test_a_control_job_draws_each_seed_and_blocks_as_many_edges(tiny_llama, samp
     assert control["blocked_mass"].nunique() == 3
     prompt_ids, clue_ids = list(table["input_ids"][0]), list(clues["generated_ids"][0])
     variant = variants.parse("knockout-control-target-shots-s0-2-L0-1")
-    blocked = knockout.blocked_edges(prompts.prompt_annotation(table.iloc[0]), len(prompt_ids), variant, 2)
+    blocked = edgesets.blocked_edges(prompts.prompt_annotation(table.iloc[0]), len(prompt_ids), variant, 2)
     maps = knockout.layer_maps(model, prompt_ids + clue_ids, range(2))
     dense = blocked.dense(len(prompt_ids) + len(clue_ids))
     assert control["blocked_mass"][2] == pytest.approx(knockout.blocked_mass(maps, dense))

@@ -34,6 +34,7 @@ from attnscope import (
     capture,
     circuits,
     config,
+    edgesets,
     knockout,
     models,
     promptgroup,
@@ -236,7 +237,7 @@ def test_a_knockout_blocks_its_edges_in_every_family(family_model):
     n = len(IDS)
     prompt = np.zeros((n, n), dtype=bool)
     prompt[3:, 2] = True
-    blocked = knockout.BlockedEdges(prompt, np.zeros(n, dtype=bool))
+    blocked = edgesets.BlockedEdges(prompt, np.zeros(n, dtype=bool))
     before = captured(model, "eager")
     with knockout.Knockout(model, blocked, [1]):
         after = captured(model, "eager")
@@ -509,7 +510,7 @@ def test_spectra_of_a_fused_family_are_those_of_its_unfused_slices():
     pd.testing.assert_frame_equal(ours, theirs)
 
 
-def cached_maps(model, blocked: knockout.BlockedEdges | None, split: int = 6) -> dict[int, torch.Tensor]:
+def cached_maps(model, blocked: edgesets.BlockedEdges | None, split: int = 6) -> dict[int, torch.Tensor]:
     """Layer → the maps of the queries after a cached prefix of ``split`` tokens, ``blocked`` in layer 1."""
     cache, maps = DynamicCache(config=model.config), {}
     with torch.inference_mode():
@@ -530,6 +531,6 @@ def test_a_knockout_blocks_its_edges_behind_a_kv_cache_in_every_family(family_mo
     prompt = np.zeros((n, n), dtype=bool)
     prompt[3:, 2] = True
     before = cached_maps(model, None)
-    after = cached_maps(model, knockout.BlockedEdges(prompt, np.zeros(n, dtype=bool)))
+    after = cached_maps(model, edgesets.BlockedEdges(prompt, np.zeros(n, dtype=bool)))
     assert (after[1][..., 2] == 0).all() and (before[1][..., 2] > 0).all()
     torch.testing.assert_close(after[0], before[0])

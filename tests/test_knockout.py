@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from attnscope import architecture, capture, generation, knockout, prompts, variants
+from attnscope import architecture, capture, edgesets, generation, knockout, prompts, variants
 from attnscope.store import INSTRUCTION_SEGMENT, SHOT_CLUE, SHOT_WORD, TARGET
 
 SPEC = {"category": "Animals", "k": 3, "seed": 0}
@@ -94,7 +94,7 @@ def test_named_edge_sets_are_their_definitions(tiny_llama, sample_clues, edges):
         tokenizer, prompts.prompt_annotation(row), tokenizer.encode(CLUE, add_special_tokens=False), CLUE
     )
     n_prompt, n = int(row["n_tokens"]), len(annotation.input_ids)
-    blocked = knockout.named_edges(annotation, n_prompt, edges).dense(n)
+    blocked = edgesets.named_edges(annotation, n_prompt, edges).dense(n)
     expected = reference_edges(annotation, n_prompt, edges)
     assert expected.any()
     np.testing.assert_array_equal(blocked, expected)
@@ -104,7 +104,7 @@ def control_faults(annotation: prompts.Annotation, n_prompt: int, drawn: np.ndar
     """The edges of a control (dense [query, key]) that a matched control never blocks: the first
     token, the target word, a key of the query's own segment run."""
     segment = np.asarray(annotation.token_segment)
-    runs = knockout.segment_runs(annotation, n_prompt)
+    runs = edgesets.segment_runs(annotation, n_prompt)
     queries, keys = np.nonzero(drawn[:n_prompt])
     return {
         "first token": int(drawn[:, 0].sum()),
@@ -141,11 +141,11 @@ def test_the_random_control_is_matched_to_its_set_and_seeded(tiny_llama, sample_
     or the query's own segment; the former control, drawn from every earlier key, is caught."""
     plain, appended, n_prompt = annotated(tiny_llama[1], sample_clues)
     n = len(appended.input_ids)
-    named = knockout.named_edges(plain, n_prompt, edges).dense(n)
+    named = edgesets.named_edges(plain, n_prompt, edges).dense(n)
 
     def control(seed: int, annotation=plain) -> np.ndarray:
         variant = variants.parse(f"knockout-control-{edges}-s0-4-L0-0")
-        return knockout.blocked_edges(annotation, n_prompt, variant, seed).dense(n)
+        return edgesets.blocked_edges(annotation, n_prompt, variant, seed).dense(n)
 
     drawn = control(0)
     np.testing.assert_array_equal(drawn.sum(axis=1), named.sum(axis=1))  # row by row, so in all
@@ -178,10 +178,10 @@ def test_the_control_blocks_about_the_mass_of_its_set_where_attention_follows_di
     plain, appended, n_prompt = annotated(tiny_llama[1], sample_clues)
     n = len(appended.input_ids)
     maps = decaying_maps(n, 8.0)
-    named = knockout.named_edges(plain, n_prompt, edges)
+    named = edgesets.named_edges(plain, n_prompt, edges)
     variant = variants.parse(f"knockout-control-{edges}-s0-4-L0-0")
     own = knockout.blocked_mass(maps, named.dense(n))
-    drawn = [knockout.blocked_edges(plain, n_prompt, variant, s).dense(n) for s in variant.seeds]
+    drawn = [edgesets.blocked_edges(plain, n_prompt, variant, s).dense(n) for s in variant.seeds]
     matched = np.mean([knockout.blocked_mass(maps, d) for d in drawn])
     former = np.mean([knockout.blocked_mass(maps, unmatched_control(named.dense(n), s)) for s in range(5)])
     assert own > 0.001
@@ -222,15 +222,15 @@ def test_layer_maps_after_a_prefix_are_the_whole_passs_last_rows(tiny_llama):
 # --- the blocking ---
 
 
-def everything_but_self(n_prompt: int) -> knockout.BlockedEdges:
+def everything_but_self(n_prompt: int) -> edgesets.BlockedEdges:
     """Every earlier key of the prompt blocked, for the prompt's queries and those after it."""
-    return knockout.BlockedEdges(np.tri(n_prompt, k=-1, dtype=bool), np.ones(n_prompt, dtype=bool))
+    return edgesets.BlockedEdges(np.tri(n_prompt, k=-1, dtype=bool), np.ones(n_prompt, dtype=bool))
 
 
 @pytest.mark.parametrize("kernel", capture.KERNELS)
 def test_an_empty_layer_range_changes_nothing(family, kernel):
     model, _, annotation, n_prompt = family
-    blocked = knockout.named_edges(annotation, n_prompt, "target-shotwords")
+    blocked = edgesets.named_edges(annotation, n_prompt, "target-shotwords")
     ids = annotation.input_ids
     trained = captured(model, ids, kernel)
     empty = captured(model, ids, kernel, knockout.Knockout(model, blocked, range(1, 1)))
@@ -246,7 +246,7 @@ def test_blocked_edges_are_zero_and_the_rest_renormalised(family, kernel):
     model, _, annotation, n_prompt = family
     ids, last = annotation.input_ids, model.config.num_hidden_layers - 1
     variant = variants.parse(f"knockout-target-shotwords-L{last}-{last}")
-    blocked = torch.from_numpy(knockout.blocked_edges(annotation, n_prompt, variant).dense(len(ids)))
+    blocked = torch.from_numpy(edgesets.blocked_edges(annotation, n_prompt, variant).dense(len(ids)))
     trained = captured(model, ids, kernel)
     knocked = captured(model, ids, kernel, knockout.applied(model, variant, annotation, n_prompt))
     for before, after in zip(trained[:last], knocked[:last]):
@@ -275,7 +275,7 @@ def test_blocking_edges_no_head_uses_leaves_the_output_unchanged(family, kernel)
     """Keys after the query carry zero weight in every head (causal mask): blocking them changes no logit."""
     model, _, annotation, n_prompt = family
     ids = annotation.input_ids[:n_prompt]
-    future = knockout.BlockedEdges(
+    future = edgesets.BlockedEdges(
         np.triu(np.ones((n_prompt, n_prompt), dtype=bool), k=1), np.zeros(n_prompt, bool)
     )
     layers = range(model.config.num_hidden_layers)
@@ -300,7 +300,7 @@ def test_blocking_keys_outside_a_sliding_window_leaves_the_output_unchanged(tiny
     ids = prompts.build_prompts(sample_clues, "animals-k3", SPEC, ["Ant"], tokenizer)["input_ids"][0]
     window, n = model.config.sliding_window, len(ids)
     assert architecture.sliding_windows(model.config) == {0: window} and n > window
-    outside = knockout.BlockedEdges(np.tri(n, k=-window, dtype=bool), np.zeros(n, dtype=bool))
+    outside = edgesets.BlockedEdges(np.tri(n, k=-window, dtype=bool), np.zeros(n, dtype=bool))
     with capture.capture(model, lambda *_: None, kernel):
         trained = forward(model, ids)
         torch.testing.assert_close(
@@ -319,7 +319,7 @@ def test_a_knockout_holds_token_by_token_under_a_kv_cache(family, edges):
     model, _, annotation, n_prompt = family
     ids, layers = annotation.input_ids, range(model.config.num_hidden_layers)
     blocked = (
-        knockout.named_edges(annotation, n_prompt, "target-shotwords")
+        edgesets.named_edges(annotation, n_prompt, "target-shotwords")
         if edges == "named"
         else everything_but_self(n_prompt)
     )
@@ -360,7 +360,7 @@ def test_greedy_decoding_under_a_knockout_follows_its_teacher_forced_logits(fami
 
 def test_a_batch_is_refused(tiny_llama):
     model, _ = tiny_llama
-    blocked = knockout.BlockedEdges(np.zeros((4, 4), bool), np.zeros(4, bool))
+    blocked = edgesets.BlockedEdges(np.zeros((4, 4), bool), np.zeros(4, bool))
     with pytest.raises(ValueError, match=r"one sequence per row \(1\), not a batch of 2"):
         forward_batch = torch.tensor([[1, 2, 3, 4], [1, 2, 3, 4]])
         with torch.inference_mode(), knockout.Knockout(model, blocked, [0]):
@@ -372,7 +372,7 @@ def test_dense_edges_are_the_pairs_between_every_position():
     prompt equals the pairs the masks read position by position."""
     rng = np.random.default_rng(0)
     n = 7
-    blocked = knockout.BlockedEdges(np.tril(rng.random((n, n)) < 0.5, k=-1), rng.random(n) < 0.5)
+    blocked = edgesets.BlockedEdges(np.tril(rng.random((n, n)) < 0.5, k=-1), rng.random(n) < 0.5)
     for length in (3, n, n + 4):
         positions = torch.arange(length)
         expected = blocked.between(positions, positions).numpy()
@@ -382,13 +382,13 @@ def test_dense_edges_are_the_pairs_between_every_position():
 
 def test_a_query_cannot_block_itself():
     with pytest.raises(ValueError, match="a query must keep its own key"):
-        knockout.BlockedEdges(np.eye(3, dtype=bool), np.zeros(3, dtype=bool))
+        edgesets.BlockedEdges(np.eye(3, dtype=bool), np.zeros(3, dtype=bool))
 
 
 def test_layers_outside_the_model_are_refused(tiny_llama):
     model, _ = tiny_llama
     with pytest.raises(ValueError, match=r"knockout layers \[2\]: the model has layers 0-1"):
-        knockout.Knockout(model, knockout.BlockedEdges(np.zeros((1, 1), bool), np.zeros(1, bool)), [0, 2])
+        knockout.Knockout(model, edgesets.BlockedEdges(np.zeros((1, 1), bool), np.zeros(1, bool)), [0, 2])
 
 
 # --- teacher-forced log-probabilities ---
@@ -423,7 +423,7 @@ def test_positions_before_the_first_blocked_query_are_shared(family, edges):
     ids = annotation.input_ids
     prompt_ids, clue_ids = ids[:n_prompt], ids[n_prompt:]
     blocker = knockout.Knockout(
-        model, knockout.named_edges(annotation, n_prompt, edges), range(model.config.num_hidden_layers)
+        model, edgesets.named_edges(annotation, n_prompt, edges), range(model.config.num_hidden_layers)
     )
     first = knockout.first_blocked_query(blocker.blocked)
     assert 0 < first < n_prompt
@@ -461,8 +461,8 @@ def test_first_blocked_query_of_a_continuation_only_set_is_the_prompt_end():
     n = 6
     continuation = np.zeros(n, dtype=bool)
     continuation[2] = True
-    assert knockout.first_blocked_query(knockout.BlockedEdges(np.zeros((n, n), bool), continuation)) == n
-    nothing = knockout.BlockedEdges(np.zeros((n, n), bool), np.zeros(n, bool))
+    assert knockout.first_blocked_query(edgesets.BlockedEdges(np.zeros((n, n), bool), continuation)) == n
+    nothing = edgesets.BlockedEdges(np.zeros((n, n), bool), np.zeros(n, bool))
     assert knockout.first_blocked_query(nothing) >= n
 
 
@@ -523,7 +523,7 @@ def test_knockouts_run_together_have_the_bytes_of_each_alone_and_whole_passes_va
         annotation = prompts.prompt_annotation(prompt)
         parsed = variants.parse(row.variant)
         seed = None if pd.isna(row.seed) else int(row.seed)
-        blocked = knockout.blocked_edges(annotation, len(prompt_ids), parsed, seed)
+        blocked = edgesets.blocked_edges(annotation, len(prompt_ids), parsed, seed)
         blocker = knockout.Knockout(model, blocked, knockout.layer_range(parsed))
         clue_ids = [int(i) for i in clues.set_index("prompt_index").loc[row.prompt_index, "generated_ids"]]
         scored = {

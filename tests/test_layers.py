@@ -48,6 +48,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "attnscope.choices",
         "attnscope.circuits",
         "attnscope.comparison",
+        "attnscope.edgesets",
         "attnscope.effects",
         "attnscope.generation",
         "attnscope.headtable",

@@ -473,7 +473,8 @@ def test_mp_power_rows_reject_near_misses_and_not_the_law_itself():
     distance = np.mean([theory.ks_distance_mp(ev, 1 / 3, 0.01) for ev in same_law])
     assert distance < critical
     square = theory.check_marchenko_pastur(seed=0, shapes=[[64, 64]], trials=2, sigma=0.1)
-    assert [row["check"] for row in square] == ["mp_density_thesis_scale", "mp_density_64x64"]  # no power rows
+    # a square shape: its density rows, no power rows
+    assert [row["check"] for row in square] == ["mp_density_thesis_scale", "mp_density_64x64"]
 
 
 # ------------------------------------------------------------------------ the table

@@ -10,7 +10,7 @@ trained one. :func:`effects_table` turns those rows into one row per knockout: t
 with its cluster-bootstrap interval over target words, and the paired difference to the matched
 control of the same edge set and window (its seeds averaged per prompt) with a sign-flip test
 over targets (Benjamini–Hochberg over the set's windows; :mod:`attnscope.stats`). A control's
-seeds draw independently for every prompt (:func:`attnscope.knockout.control_edges`), so the
+seeds draw independently for every prompt (:func:`attnscope.edgesets.control_edges`), so the
 draw is noise within each target and the bootstrap over targets covers both prompts and seeds.
 """
 
