@@ -304,6 +304,17 @@ def _tolerance(text: str) -> tuple[str, float]:
         raise SystemExit(f"--tolerance {text!r}: expected NAME=ABS, e.g. entropy=1e-6") from None
 
 
+def recorded_run(config: Path | None, workdir: Path) -> tuple[Path, dict]:
+    """The JSON of the cold run of ``config`` (default: config.yaml) and its contents, which must
+    be of the run in ``workdir`` (the modes that add to a finished run's record)."""
+    name = f"workflow-{config.stem}.json" if config else "workflow.json"
+    path = Path(__file__).resolve().parent / "out" / name
+    result = json.loads(path.read_text())
+    if Path(result["workdir"]) != workdir:
+        raise SystemExit(f"{path} holds the run in {result['workdir']}, not {workdir}")
+    return path, result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cores", type=int, default=2)
@@ -334,14 +345,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.noop:  # a later commit's parse and DAG on the same finished run
-        result_path = (
-            Path(__file__).resolve().parent
-            / "out"
-            / (f"workflow-{args.config.stem}.json" if args.config else "workflow.json")
-        )
-        result = json.loads(result_path.read_text())
-        if Path(result["workdir"]) != args.noop:
-            raise SystemExit(f"{result_path} holds the run in {result['workdir']}, not {args.noop}")
+        result_path, result = recorded_run(args.config, args.noop)
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from common import git_commit
 
@@ -352,14 +356,7 @@ def main() -> None:
             raise SystemExit("the rerun ran jobs")
         return
     if args.profile and (args.compare or args.baseline):  # the cold run finished before the reference did
-        result_path = (
-            Path(__file__).resolve().parent
-            / "out"
-            / (f"workflow-{args.config.stem}.json" if args.config else "workflow.json")
-        )
-        result = json.loads(result_path.read_text())
-        if Path(result["workdir"]) != args.profile:
-            raise SystemExit(f"{result_path} holds the run in {result['workdir']}, not {args.profile}")
+        result_path, result = recorded_run(args.config, args.profile)
         if args.compare:
             result |= comparison(args.profile, args.compare, args.tolerance)
         else:
