@@ -118,7 +118,7 @@ def noop_runs(r: Result) -> str:
     """The reruns a no-op figure is the median of, and the commit they ran at if not the cold run's."""
     if not r.get("noop_rerun_runs_s"):
         return ""
-    at = f" at `{r['noop_commit'][:12]}`" if r.get("noop_commit") else ""
+    at = f", measured again at `{r['noop_commit'][:12]}` (`--noop`)" if r.get("noop_commit") else ""
     return f"; median of {', '.join(seconds(s) for s in r['noop_rerun_runs_s'])}{at}"
 
 
