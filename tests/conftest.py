@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def read_yaml(path: Path) -> Any:
     """A YAML file of this checkout, read by libyaml's safe loader as the workflow reads its config
-    (``attnscope.configfile.FAST_LOADER``; the pure-Python loader takes ~10× as long)."""
+    (``attnscope.configfile.FAST_LOADER``, C; the unit tier builds the test config dozens of times)."""
     from attnscope.configfile import FAST_LOADER
 
     return yaml.load(path.read_text(), Loader=FAST_LOADER)
