@@ -36,10 +36,14 @@ class PromptMaps:
     group: Any
     metric_names: list[str]
 
+    def plotted(self, token_map: np.ndarray) -> np.ndarray:
+        """A map [query, key] over all the prompt's tokens cut to the plotted tokens (rows, then
+        columns: a third of ``np.ix_``'s time on float16 maps, the same values)."""
+        return token_map[self.token_index][:, self.token_index]
+
     def token_maps(self, layers: list[int]) -> np.ndarray:
         """Head-mean maps [len(layers), t, t] over the plotted tokens."""
-        keep = self.token_index
-        return np.stack([self.group["head_mean"][layer][np.ix_(keep, keep)] for layer in layers])
+        return np.stack([self.plotted(self.group["head_mean"][layer]) for layer in layers])
 
     def word_maps(self, layers: list[int]) -> np.ndarray:
         """Word-level maps [len(layers), w, w], summed over subword pairs (``word_attn_sum``)."""
@@ -52,7 +56,7 @@ class PromptMaps:
 
     def cosine(self) -> np.ndarray:
         """Input-embedding cosine [t, t] over the plotted tokens."""
-        return np.asarray(self.group["cosine"][...])[np.ix_(self.token_index, self.token_index)]
+        return self.plotted(np.asarray(self.group["cosine"][...]))
 
     def correlations(self, layers: list[int]) -> dict[int, tuple[float, float]]:
         """{layer: (Pearson, Spearman)} of the head-mean map with the cosine (the last map)."""

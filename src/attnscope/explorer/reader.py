@@ -440,15 +440,14 @@ class StoreReader:
         entry.check_range("head", head, entry.attrs["num_heads"], head_mean=True)
         entry.check_kind(kind)
         maps = self._prompt(entry, group)
-        keep = maps.token_index
         if level == "cosine":
             if kind != "weights":
                 raise BadRequest(f"kind={kind}: the input-embedding cosine (level=cosine) has no kinds")
-            values = self._read(entry, group, "cosine", ...)[np.ix_(keep, keep)]
+            values = maps.plotted(self._read(entry, group, "cosine", ...))
         elif kind in ROLLOUT_MAPS and head != HEAD_MEAN:
             raise BadRequest(f"head={head}: the rollout is of the head-mean maps only ({HEAD_MEAN})")
         elif level == "token":
-            values = self._token_map(entry, group, kind, layer, head)[np.ix_(keep, keep)]
+            values = maps.plotted(self._token_map(entry, group, kind, layer, head))
         elif head != HEAD_MEAN:
             raise BadRequest(f"head={head}: word-level maps are stored for the head mean only ({HEAD_MEAN})")
         elif level in WORD_ARRAYS.get(kind, {}):
