@@ -308,7 +308,8 @@ def attention(r: Result) -> list[str]:
         lines += [
             "",
             f"Where the extraction's seconds go, k = {t['shots']} ({t['tokens']} tokens), in units of "
-            "the decoder forward beside them (median of the runs):",
+            "the decoder forward beside them (median of the runs; the layer thread's rows run beside "
+            "the forward pass, so they add up to its busy time, not to a share of the total):",
             "",
             "| phase | " + " | ".join(f"`{mode}`" for mode in modes) + " |",
             "|---|" + "---:|" * len(modes),

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -665,6 +666,66 @@ def test_embedded_model_capture_metrics_equal_the_store_pass(embedded_model_dir,
 
 
 @pytest.mark.routes
+class InlineLayers:
+    """A :class:`promptgroup.LayerQueue` that runs each layer's work inside the hook (the design
+    before the layer thread)."""
+
+    def submit(self, work, *args) -> None:
+        with torch.inference_mode():
+            work(*args)
+
+    def join(self) -> None:
+        pass
+
+
+def test_the_layer_thread_stores_what_the_hooks_store_inline(tiny_llama, sample_clues, monkeypatch, tmp_path):
+    """Every file of the store, byte for byte, whether each layer's work runs on the layer thread
+    beside the forward pass or inside the hook before the forward pass goes on."""
+    model, tokenizer = tiny_llama
+    table = prompt_table(tokenizer, sample_clues)
+    clues = clue_table(table, tokenizer)
+    stores = {}
+    for route in ("thread", "inline"):
+        if route == "inline":
+            monkeypatch.setattr(promptgroup, "LayerQueue", InlineLayers)
+        path = extract(model, tokenizer, table, tmp_path / f"{route}.zarr", clues, ["ant"], head_spectra=True)
+        stores[route] = {f.relative_to(path): f.read_bytes() for f in sorted(path.rglob("*")) if f.is_file()}
+    assert stores["thread"] == stores["inline"]
+    assert {"000/attn", "001/metrics", "001/choices"} <= {"/".join(f.parts[:2]) for f in stores["inline"]}
+
+
+def test_the_layer_queue_runs_in_order_at_most_depth_behind_and_raises_the_first_failure():
+    queue, release, done, submitted = promptgroup.LayerQueue(depth=2), threading.Event(), [], []
+
+    def work(i: int) -> None:
+        if i == 0:
+            release.wait(30)
+        done.append((i, torch.is_inference_mode_enabled(), threading.current_thread().name))
+
+    def hook() -> None:
+        for i in range(4):
+            queue.submit(work, i)
+            submitted.append(i)
+
+    caller = threading.Thread(target=hook)
+    caller.start()
+    deadline = time.monotonic() + 30
+    while len(submitted) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)
+    assert submitted == [0, 1]  # the third waits for the oldest, which waits for the release
+    release.set()
+    caller.join(30)
+    queue.join()
+    assert [(i, mode) for i, mode, _ in done] == [(i, True) for i in range(4)]
+    assert all(name.startswith("attnscope-layers") for *_, name in done)
+    failing, after = promptgroup.LayerQueue(), []
+    failing.submit(lambda: 1 / 0)
+    failing.submit(after.append, 1)
+    with pytest.raises(ZeroDivisionError):
+        failing.join()
+
+
 def test_choices_in_chunks_of_layers_are_the_same(llama_store, tiny_llama, monkeypatch, tmp_path):
     """One layer at a time (``CHUNK_VALUES`` below one map, as for long prompts): the same
     arrays to float32 summation order (as ``pandas.testing.assert_frame_equal`` checks)."""

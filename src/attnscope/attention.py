@@ -45,7 +45,7 @@ from threadpoolctl import ThreadpoolController
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from attnscope import architecture, choices, generation, metrics, prompts
+from attnscope import architecture, choices, generation, metrics, prompts, streamed
 from attnscope.capture import ValueNorms, capture
 from attnscope.promptgroup import PromptGroup, PromptInput
 from attnscope.store import STORE_VERSION, open_attention  # noqa: F401 (open_attention: public API)
@@ -235,8 +235,10 @@ def extract(
     done = {p.group for p in inputs if p.group in root and root[p.group].attrs.get("complete")}
     todo = [p for p in inputs if p.group not in done]
     device = next(model.parameters()).device
-    workers = torch.get_num_threads()  # the rule's threads: idle in the forward while a hook runs
-    with _blas().limit(limits=1, user_api="blas"):  # numpy's BLAS in the metrics, one map at a time
+    workers = torch.get_num_threads()  # the rule's threads, for the singular values
+    # numpy's BLAS in the metrics one map at a time; on the CPU the forward pass on one torch thread
+    # and the layer thread's torch on another (PromptGroup.add_layer), so the two run side by side
+    with _blas().limit(limits=1, user_api="blas"), streamed.one_cpu_thread(device):
         values = ValueNorms(model) if with_values else contextlib.nullcontext()
         shared = shared_prefix(model, todo, kernel, values if with_values else None) if share_prefix else None
         start = len(shared.prefix.ids) if shared else 0

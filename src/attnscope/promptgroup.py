@@ -62,8 +62,9 @@ shots, the target and the generated clue (``WORD_SEGMENTS``):
 from __future__ import annotations
 
 import shutil
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache, partial
 from pathlib import Path
@@ -166,6 +167,43 @@ def _svd_pool(workers: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(workers, thread_name_prefix="attnscope-svd")
 
 
+LAYER_QUEUE_DEPTH = 2
+"""Layers a prompt's layer thread may be behind the forward pass (each holds its float16 maps)."""
+
+
+def _in_inference_mode(work: Callable[..., None], *args: Any) -> None:
+    with torch.inference_mode():
+        work(*args)
+
+
+class LayerQueue:
+    """One thread that runs a prompt's per-layer work in layer order, at most
+    :data:`LAYER_QUEUE_DEPTH` layers behind the forward pass (a hook waits for the oldest beyond
+    that), under ``torch.inference_mode`` (a thread's own: the hooks' maps are inference tensors).
+    A hand-written queue on ``ThreadPoolExecutor``: its own queue is unbounded, and each queued
+    layer holds a layer's maps."""
+
+    def __init__(self, depth: int = LAYER_QUEUE_DEPTH):
+        self.depth = depth
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix="attnscope-layers")
+        self.queued: deque[Future] = deque()
+
+    def submit(self, work: Callable[..., None], *args: Any) -> None:
+        """Queue ``work(*args)``, after the oldest queued work if ``depth`` are queued (its failure
+        raised here)."""
+        while len(self.queued) >= self.depth:
+            self.queued.popleft().result()
+        self.queued.append(self.executor.submit(_in_inference_mode, work, *args))
+
+    def join(self) -> None:
+        """Wait for every queued work, raising the first failure; the thread ends."""
+        try:
+            while self.queued:
+                self.queued.popleft().result()
+        finally:
+            self.executor.shutdown(wait=True, cancel_futures=True)
+
+
 class PromptGroup:
     """The arrays of one prompt's group, filled layer by layer from the forward hooks."""
 
@@ -215,6 +253,7 @@ class PromptGroup:
         n = len(self.prompt.annotation.input_ids)
         if self.directory.exists():
             shutil.rmtree(self.directory)
+        self.layers = LayerQueue()
         self.heads_per_chunk = max(1, min(self.num_heads, CHUNK_BYTES // (2 * n * n)))
         self.head_mean = self._array("head_mean", (self.num_layers, n, n), (1, n, n), "float16")
         self.attn = self.value_attn = self.value_head_mean = None
@@ -240,30 +279,39 @@ class PromptGroup:
         zarrwrite.write_whole_array(self.directory / name, data, COMPRESSOR, DIMENSIONS[name])
 
     def add_layer(self, layer: int, weights: torch.Tensor) -> None:
-        """Store one layer's maps and compute what derives from them, before the forward pass
-        goes on (a writer thread beside the forward pass's threads was measured no faster on
-        CPU: docs/attention.md).
+        """Take one layer's maps from the forward hook and queue what derives from them
+        (:meth:`_derive_layer`) on the group's layer thread (:class:`LayerQueue`), so the forward
+        pass computes the next layers meanwhile.
 
-        ``weights`` [head, query, key] is the model's tensor. Its float16 copy on the model's
-        device (the heads of the layer's maps [map, query, key], whose last map is the head mean)
-        is summed over heads in float32, head by head (numpy's order for a mean over an outer
-        axis: the head mean is the mean of the stored values, and no float32 copy of the layer is
-        made), and, for the prompts that keep heads, copied to the CPU and transposed to
-        heads-last chunk by chunk; the casts, sums and copies run in torch. The metrics follow:
-        the streamed ones of the layer's maps (one batch, in torch on the maps' device), the
-        singular values of the stored heads (with ``head_spectra`` only: nothing downstream
-        reads them), and the singular values and choices of the head means once ``choice_step``
-        layers (or the last) are pending. On a CPU model every tensor is the CPU's already (no
-        copy); on a GPU only the stored maps cross to the CPU.
+        ``weights`` [head, query, key] is the model's tensor: its float16 copy on the model's device
+        (the heads of the layer's maps [map, query, key], whose last map will be the head mean) is
+        made here, before the forward pass goes on, and so are the layer's value norms read.
         """
         shape = (self.num_heads + 1, *weights.shape[1:])
         maps = torch.empty(shape, dtype=torch.float16, device=weights.device)
-        a = maps[: self.num_heads].copy_(weights)
+        maps[: self.num_heads].copy_(weights)
+        norms = self.value_norms(layer) if self.value_norms is not None else None
+        self.layers.submit(self._derive_layer, layer, maps, norms)
+
+    def _derive_layer(self, layer: int, maps: torch.Tensor, norms: torch.Tensor | None) -> None:
+        """Store one layer's maps and compute what derives from them, layer after layer.
+
+        The heads ``maps[:num_heads]`` are summed over heads in float32, head by head (numpy's order
+        for a mean over an outer axis: the head mean is the mean of the stored values, and no float32
+        copy of the layer is made), and, for the prompts that keep heads, copied to the CPU and
+        transposed to heads-last chunk by chunk; the casts, sums and copies run in torch. The
+        metrics follow: the streamed ones of the layer's maps (one batch, in torch on the maps'
+        device), the singular values of the stored heads (with ``head_spectra`` only: nothing
+        downstream reads them), and the singular values and choices of the head means once
+        ``choice_step`` layers (or the last) are pending. On a CPU model every tensor is the
+        CPU's already (no copy); on a GPU only the stored maps cross to the CPU.
+        """
+        a = maps[: self.num_heads]
         heads = a.cpu() if self.attn is not None else None
         if heads is not None:
             self._write_heads(self.attn, layer, heads)
-        if self.value_norms is not None:
-            self._add_value_layer(layer, a, self.value_norms(layer))
+        if norms is not None:
+            self._add_value_layer(layer, a, norms)
         total = a[0].float()  # not a.sum(dtype=float32): that casts the whole layer first
         for head_map in a[1:]:
             total += head_map
@@ -328,7 +376,9 @@ class PromptGroup:
             self.value_pending.clear()
 
     def finish(self) -> None:
-        """Close the per-layer arrays, write the whole-prompt arrays, then the group (complete)."""
+        """Wait for the queued layers, close the per-layer arrays, write the whole-prompt arrays,
+        then the group (complete)."""
+        self.layers.join()
         for array in (self.head_mean, self.attn, self.value_head_mean, self.value_attn):
             if array is not None:
                 array.close()
