@@ -666,18 +666,6 @@ def test_embedded_model_capture_metrics_equal_the_store_pass(embedded_model_dir,
 
 
 @pytest.mark.routes
-class InlineLayers:
-    """A :class:`promptgroup.LayerQueue` that runs each layer's work inside the hook (the design
-    before the layer thread)."""
-
-    def submit(self, work, *args) -> None:
-        with torch.inference_mode():
-            work(*args)
-
-    def join(self) -> None:
-        pass
-
-
 def test_the_layer_thread_stores_what_the_hooks_store_inline(tiny_llama, sample_clues, monkeypatch, tmp_path):
     """Every file of the store, byte for byte, whether each layer's work runs on the layer thread
     beside the forward pass or inside the hook before the forward pass goes on."""
@@ -687,7 +675,7 @@ def test_the_layer_thread_stores_what_the_hooks_store_inline(tiny_llama, sample_
     stores = {}
     for route in ("thread", "inline"):
         if route == "inline":
-            monkeypatch.setattr(promptgroup, "LayerQueue", InlineLayers)
+            monkeypatch.setattr(promptgroup, "LAYER_QUEUE_DEPTH", 0)
         path = extract(model, tokenizer, table, tmp_path / f"{route}.zarr", clues, ["ant"], head_spectra=True)
         stores[route] = {f.relative_to(path): f.read_bytes() for f in sorted(path.rglob("*")) if f.is_file()}
     assert stores["thread"] == stores["inline"]
@@ -695,7 +683,7 @@ def test_the_layer_thread_stores_what_the_hooks_store_inline(tiny_llama, sample_
 
 
 def test_the_layer_queue_runs_in_order_at_most_depth_behind_and_raises_the_first_failure():
-    queue, release, done, submitted = promptgroup.LayerQueue(depth=2), threading.Event(), [], []
+    queue, release, done, submitted = promptgroup.LayerQueue(2), threading.Event(), [], []
 
     def work(i: int) -> None:
         if i == 0:
@@ -719,11 +707,14 @@ def test_the_layer_queue_runs_in_order_at_most_depth_behind_and_raises_the_first
     queue.join()
     assert [(i, mode) for i, mode, _ in done] == [(i, True) for i in range(4)]
     assert all(name.startswith("attnscope-layers") for *_, name in done)
-    failing, after = promptgroup.LayerQueue(), []
+    failing, after = promptgroup.LayerQueue(2), []
     failing.submit(lambda: 1 / 0)
     failing.submit(after.append, 1)
     with pytest.raises(ZeroDivisionError):
         failing.join()
+    inline, names = promptgroup.LayerQueue(0), []
+    inline.submit(lambda: names.append((threading.current_thread().name, torch.is_inference_mode_enabled())))
+    assert names == [(threading.current_thread().name, True)]  # depth 0: in the hook, no thread
 
 
 def test_choices_in_chunks_of_layers_are_the_same(llama_store, tiny_llama, monkeypatch, tmp_path):

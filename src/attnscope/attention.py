@@ -236,9 +236,10 @@ def extract(
     todo = [p for p in inputs if p.group not in done]
     device = next(model.parameters()).device
     workers = torch.get_num_threads()  # the rule's threads, for the singular values
-    # numpy's BLAS in the metrics one map at a time; on the CPU the forward pass on one torch thread
-    # and the layer thread's torch on another (PromptGroup.add_layer), so the two run side by side
-    with _blas().limit(limits=1, user_api="blas"), streamed.one_cpu_thread(device):
+    # numpy's BLAS in the metrics one map at a time; with the metrics, on the CPU the forward pass on
+    # one torch thread and the layer thread's torch on another (PromptGroup.add_layer), side by side
+    split = streamed.one_cpu_thread(device) if with_metrics else contextlib.nullcontext()
+    with _blas().limit(limits=1, user_api="blas"), split:
         values = ValueNorms(model) if with_values else contextlib.nullcontext()
         shared = shared_prefix(model, todo, kernel, values if with_values else None) if share_prefix else None
         start = len(shared.prefix.ids) if shared else 0

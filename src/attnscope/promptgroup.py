@@ -168,7 +168,9 @@ def _svd_pool(workers: int) -> ThreadPoolExecutor:
 
 
 LAYER_QUEUE_DEPTH = 2
-"""Layers a prompt's layer thread may be behind the forward pass (each holds its float16 maps)."""
+"""Layers a prompt's layer thread may be behind the forward pass (each holds its float16 maps);
+0: no layer thread, each layer's work runs inside its hook (a capture without metrics, whose
+copies and encoding are too small to pay for the forward pass's second thread)."""
 
 
 def _in_inference_mode(work: Callable[..., None], *args: Any) -> None:
@@ -177,20 +179,23 @@ def _in_inference_mode(work: Callable[..., None], *args: Any) -> None:
 
 
 class LayerQueue:
-    """One thread that runs a prompt's per-layer work in layer order, at most
-    :data:`LAYER_QUEUE_DEPTH` layers behind the forward pass (a hook waits for the oldest beyond
-    that), under ``torch.inference_mode`` (a thread's own: the hooks' maps are inference tensors).
-    A hand-written queue on ``ThreadPoolExecutor``: its own queue is unbounded, and each queued
-    layer holds a layer's maps."""
+    """One thread that runs a prompt's per-layer work in layer order, at most ``depth`` layers
+    behind the forward pass (a hook waits for the oldest beyond that; 0: the work runs in the
+    hook, no thread), under ``torch.inference_mode`` (a thread's own: the hooks' maps are inference
+    tensors). A hand-written queue on ``ThreadPoolExecutor``: its own queue is unbounded, and each
+    queued layer holds a layer's maps."""
 
-    def __init__(self, depth: int = LAYER_QUEUE_DEPTH):
+    def __init__(self, depth: int):
         self.depth = depth
-        self.executor = ThreadPoolExecutor(1, thread_name_prefix="attnscope-layers")
+        self.executor = ThreadPoolExecutor(1, thread_name_prefix="attnscope-layers") if depth else None
         self.queued: deque[Future] = deque()
 
     def submit(self, work: Callable[..., None], *args: Any) -> None:
         """Queue ``work(*args)``, after the oldest queued work if ``depth`` are queued (its failure
-        raised here)."""
+        raised here); with depth 0 run it now."""
+        if self.executor is None:
+            _in_inference_mode(work, *args)
+            return
         while len(self.queued) >= self.depth:
             self.queued.popleft().result()
         self.queued.append(self.executor.submit(_in_inference_mode, work, *args))
@@ -201,7 +206,8 @@ class LayerQueue:
             while self.queued:
                 self.queued.popleft().result()
         finally:
-            self.executor.shutdown(wait=True, cancel_futures=True)
+            if self.executor is not None:
+                self.executor.shutdown(wait=True, cancel_futures=True)
 
 
 class PromptGroup:
@@ -253,7 +259,7 @@ class PromptGroup:
         n = len(self.prompt.annotation.input_ids)
         if self.directory.exists():
             shutil.rmtree(self.directory)
-        self.layers = LayerQueue()
+        self.layers = LayerQueue(LAYER_QUEUE_DEPTH if self.with_metrics else 0)
         self.heads_per_chunk = max(1, min(self.num_heads, CHUNK_BYTES // (2 * n * n)))
         self.head_mean = self._array("head_mean", (self.num_layers, n, n), (1, n, n), "float16")
         self.attn = self.value_attn = self.value_head_mean = None
