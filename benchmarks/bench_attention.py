@@ -221,10 +221,11 @@ LAYER_THREAD = "layer thread (all below, beside the forward pass)"
 def timed_phases() -> Iterator[dict[str, float]]:
     """Accumulate wall seconds in each of :data:`PHASES` while the block runs; an inner phase
     called from another inner phase (the value-weighted maps' metrics and writes) counts in its own
-    row only, so the inner rows add up to the hooks' time."""
+    row only, so the inner rows add up to the layer thread's time (each thread keeps its own
+    stack of active phases)."""
     seconds = dict.fromkeys(PHASES, 0.0)
     originals = {name: getattr(owner, attr) for name, (owner, attr) in PHASES.items()}
-    local = threading.local()  # each thread's own stack of active phases
+    local = threading.local()
 
     def timer(name: str, fn):
         def timed(*args, **kwargs):

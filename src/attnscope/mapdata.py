@@ -38,7 +38,7 @@ class PromptMaps:
 
     def plotted(self, token_map: np.ndarray) -> np.ndarray:
         """A map [query, key] over all the prompt's tokens cut to the plotted tokens (rows, then
-        columns: a third of ``np.ix_``'s time on float16 maps, the same values)."""
+        columns: the values ``np.ix_`` gives, faster on float16 maps)."""
         return token_map[self.token_index][:, self.token_index]
 
     def token_maps(self, layers: list[int]) -> np.ndarray:
