@@ -325,6 +325,27 @@ def metric_cases(rng: np.random.Generator, sizes=(1, 2, 7, 40, 130)) -> list[tup
     return cases
 
 
+def test_row_entropy_over_the_causal_keys_is_the_sum_over_whole_rows_bit_for_bit():
+    """The entropy's rows, computed in blocks over the keys up to each block's last row, equal
+    bit for bit the float64 sums over whole rows of the float32 terms a·log a (how they were
+    computed before), for float16 maps of any length: peaked, flat, with values of one float16
+    step, rows of zeros (a value-weighted map's), and maps with values above the diagonal (whose
+    blocks take whole rows)."""
+    rng = np.random.default_rng(11)
+    for n in (2, 3, 9, 40, 129, 330):
+        maps = np.stack([random_causal(rng, n, scale=scale) for scale in (0.3, 3.0, 30.0)])
+        maps[0, n // 2 :, : n // 3] = 2.0**-24  # one float16 step, left of the peaks
+        maps[1, n - 1] = 0.0  # a row of zeros
+        maps = np.concatenate([maps, np.full((1, n, n), 1 / n)]).astype(np.float16)  # not causal
+        a32 = torch.from_numpy(maps).float()
+        terms = streamed._xlogx(a32[:, 1:])  # [map, row i ≥ 1, key]: whole rows
+        whole = -terms.double().sum(dim=-1)
+        log_rows = torch.from_numpy(np.log(np.arange(2, n + 1, dtype=np.float64)))
+        expected = (whole / log_rows).sum(dim=-1) / (n - 1)
+        for got in (streamed.row_entropy(a32), streamed.row_entropy(torch.from_numpy(maps))):
+            assert torch.equal(got, expected), n
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
 def test_batched_metrics_are_each_maps_own(dtype):
     """A batch of maps [map, query, key] gets, map by map, bit for bit what each map gets in a
