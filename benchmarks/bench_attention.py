@@ -70,6 +70,7 @@ TARGET = "Ant"
 MODES = (
     "forward",
     "forward_decoder",
+    "forward_decoder_one_thread",
     "naive",
     "capture_write",
     "extract",
@@ -176,6 +177,9 @@ class Runner:
                 self.model(input_ids=self.ids, use_cache=False)
         elif mode == "forward_decoder":
             with torch.inference_mode():
+                self.model.model(input_ids=self.ids, use_cache=False)
+        elif mode == "forward_decoder_one_thread":  # the extraction's forward pass, beside its layer thread
+            with streamed.one_cpu_thread(self.model.device), torch.inference_mode():
                 self.model.model(input_ids=self.ids, use_cache=False)
         elif mode == "forward_decoder_sdpa":
             self.model.set_attn_implementation("sdpa")

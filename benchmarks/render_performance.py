@@ -213,6 +213,12 @@ ATTENTION_RATIOS = (
     ("capture + write / decoder", "median_round_ratio_to_decoder_forward", "capture_write", 1.15),
     ("naive `output_attentions` + write / forward", "median_round_ratio_to_forward", "naive", None),
     ("naive `output_attentions` + write / decoder", "median_round_ratio_to_decoder_forward", "naive", None),
+    (
+        "decoder forward on one thread (the extraction's, beside its layer thread) / decoder",
+        "median_round_ratio_to_decoder_forward",
+        "forward_decoder_one_thread",
+        None,
+    ),
     ("full extraction, heads kept / decoder", "median_round_ratio_to_decoder_forward", "extract", 1.4),
     (
         "full extraction, head means / decoder",
