@@ -78,17 +78,18 @@ def _float32(maps: torch.Tensor) -> torch.Tensor:
     return maps if maps.dtype == torch.float32 else maps.to(torch.float32)
 
 
-def row_sums(x: torch.Tensor) -> torch.Tensor:
-    """Sums over the last axis of ``x`` [..., value], each row's sum a function of that row alone,
-    whatever the other rows: torch splits one long sum between threads when it is the only
-    output (at ≥ 32 768 values), so rows longer than :data:`ROW_CHUNK` are summed in chunks of
-    it (each chunk one output of a last-axis sum), then the chunks' sums, then the tail."""
+def row_sums(x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Sums over the last axis of ``x`` [..., value] (accumulated in ``dtype``, else x's), each row's
+    sum a function of that row alone, whatever the other rows: torch splits one long sum between
+    threads when it is the only output (at ≥ 32 768 values), so rows longer than
+    :data:`ROW_CHUNK` are summed in chunks of it (each chunk one output of a last-axis sum), then
+    the chunks' sums, then the tail."""
     length = x.shape[-1]
     if length <= ROW_CHUNK:
-        return x.sum(dim=-1)
+        return x.sum(dim=-1, dtype=dtype)
     whole = length // ROW_CHUNK * ROW_CHUNK
-    chunks = x[..., :whole].unflatten(-1, (-1, ROW_CHUNK)).sum(dim=-1).sum(dim=-1)
-    return chunks + x[..., whole:].sum(dim=-1) if whole < length else chunks
+    chunks = x[..., :whole].unflatten(-1, (-1, ROW_CHUNK)).sum(dim=-1, dtype=dtype).sum(dim=-1)
+    return chunks + x[..., whole:].sum(dim=-1, dtype=dtype) if whole < length else chunks
 
 
 def _nan(maps: torch.Tensor) -> torch.Tensor:
@@ -125,7 +126,7 @@ def row_entropy(maps: torch.Tensor | np.ndarray, log_rows: torch.Tensor | None =
     blocks = []
     for start, stop in zip(edges[:-1], edges[1:]):
         keys = n if bool(maps[:, start:stop, stop:].any()) else stop
-        blocks.append(-_xlogx(maps[:, start:stop, :keys].to(dtype)).sum(dim=-1, dtype=torch.float64))
+        blocks.append(-row_sums(_xlogx(maps[:, start:stop, :keys].to(dtype)), torch.float64))
     entropy = torch.cat(blocks, dim=1)  # [map, row]
     log_rows = _log_rows(n, maps.device) if log_rows is None else log_rows
     return row_sums(entropy / log_rows) / (n - 1)
